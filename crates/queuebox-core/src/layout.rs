@@ -188,10 +188,22 @@ mod tests {
         assert!(SqlIdentifier::parse("outbox").is_ok());
         assert!(SqlIdentifier::parse("_Outbox_2").is_ok());
         assert_eq!(SqlIdentifier::parse(""), Err(IdentifierError::Empty));
-        assert_eq!(SqlIdentifier::parse("2outbox"), Err(IdentifierError::BadCharacter));
-        assert_eq!(SqlIdentifier::parse("out-box"), Err(IdentifierError::BadCharacter));
-        assert_eq!(SqlIdentifier::parse("a\"; drop"), Err(IdentifierError::BadCharacter));
-        assert_eq!(SqlIdentifier::parse(&"a".repeat(64)), Err(IdentifierError::TooLong(64)));
+        assert_eq!(
+            SqlIdentifier::parse("2outbox"),
+            Err(IdentifierError::BadCharacter)
+        );
+        assert_eq!(
+            SqlIdentifier::parse("out-box"),
+            Err(IdentifierError::BadCharacter)
+        );
+        assert_eq!(
+            SqlIdentifier::parse("a\"; drop"),
+            Err(IdentifierError::BadCharacter)
+        );
+        assert_eq!(
+            SqlIdentifier::parse(&"a".repeat(64)),
+            Err(IdentifierError::TooLong(64))
+        );
         assert!(SqlIdentifier::parse(&"a".repeat(63)).is_ok());
     }
 
@@ -199,13 +211,24 @@ mod tests {
     fn cfg_89_renamed_keys_ignores_defaults_spelled_out() {
         let mut layout = TableLayout::default();
         assert!(layout.renamed_keys().is_empty());
-        assert!(layout.outbox.set("key", SqlIdentifier::parse("key").unwrap()));
+        assert!(
+            layout
+                .outbox
+                .set("key", SqlIdentifier::parse("key").unwrap())
+        );
         assert!(layout.renamed_keys().is_empty());
-        assert!(layout.outbox.set("key", SqlIdentifier::parse("msg_key").unwrap()));
+        assert!(
+            layout
+                .outbox
+                .set("key", SqlIdentifier::parse("msg_key").unwrap())
+        );
         layout.inbox_table = SqlIdentifier::parse("events_in").unwrap();
         assert_eq!(
             layout.renamed_keys(),
-            vec!["database.inboxTableName", "database.columnMapping.outbox.key"]
+            vec![
+                "database.inboxTableName",
+                "database.columnMapping.outbox.key"
+            ]
         );
         assert!(!layout.inbox.set("nope", SqlIdentifier::parse("x").unwrap()));
     }
