@@ -60,7 +60,9 @@ pub struct PostgresTarget {
 pub enum DatabaseTarget {
     Postgres(PostgresTarget),
     /// A validated URL of another type, kept whole (masked whenever it is printed).
-    Other { url: Secret },
+    Other {
+        url: Secret,
+    },
 }
 
 /// The validated `database` section.

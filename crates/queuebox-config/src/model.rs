@@ -1,0 +1,266 @@
+//! The validated configuration: the top level and the small sections (config.md §4, §5, §7,
+//! §8, §10, §11, §12.7, §13, §14), and the value types they share.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use queuebox_core::Secret;
+
+use crate::model_database::DatabaseConfig;
+use crate::model_destination::{Destination, Route};
+use crate::model_source::Source;
+
+/// The whole validated configuration (CFG-34).
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub database: DatabaseConfig,
+    pub outbox: OutboxConfig,
+    pub inbox: InboxConfig,
+    pub http: HttpConfig,
+    pub admin: AdminConfig,
+    pub destinations: BTreeMap<String, Destination>,
+    pub routes: Vec<Route>,
+    pub sources: BTreeMap<String, Source>,
+    pub retention: RetentionConfig,
+    pub log: LogConfig,
+}
+
+/// `server` (CFG-35).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// 0 lets the system choose a port.
+    pub http_port: u16,
+    /// When set, the operational routes are served on this port only.
+    pub management_port: Option<u16>,
+}
+
+/// `outbox.capture.mode` (CFG-46).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CaptureMode {
+    Polling,
+    /// PostgreSQL `LISTEN`/`NOTIFY` wake-ups on top of polling.
+    Notify,
+}
+
+/// `outbox` (CFG-46).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboxConfig {
+    pub poll_interval_ms: u64,
+    pub batch_size: u32,
+    pub concurrency: u32,
+    pub retry_base_delay_ms: u64,
+    pub retry_max_delay_ms: u64,
+    pub max_attempts: u32,
+    pub claim_timeout_ms: u64,
+    pub pending_gauge_interval_ms: u64,
+    pub shutdown_timeout_ms: u64,
+    pub capture_mode: CaptureMode,
+}
+
+/// `inbox` (CFG-47).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InboxConfig {
+    pub base_path: String,
+    pub max_body_bytes: u64,
+    pub relay: RelayConfig,
+}
+
+/// `inbox.relay` (CFG-48).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelayConfig {
+    pub enabled: bool,
+    pub poll_interval_ms: u64,
+    pub batch_size: u32,
+    pub claim_timeout_ms: u64,
+    pub pending_gauge_interval_ms: u64,
+    /// Resolved: `outbox.maxAttempts` when the key is not set.
+    pub max_attempts: u32,
+}
+
+/// `http` (CFG-62).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpConfig {
+    pub max_error_body_bytes: u64,
+    /// Checked at start-up by the binary (CFG-102), which needs DNS.
+    pub block_private_addresses: bool,
+}
+
+/// `admin` (CFG-63).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdminConfig {
+    pub enabled: bool,
+    pub auth: Option<InboundAuth>,
+    pub insecure: bool,
+    pub max_transform_timeout_ms: u64,
+    pub max_payload_bytes: u64,
+}
+
+/// The auth block of a source or of `admin` (CFG-73).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InboundAuth {
+    Bearer {
+        token: Secret,
+    },
+    ApiKey {
+        key: Secret,
+        header_name: HeaderName,
+    },
+    Hmac(HmacAuth),
+}
+
+impl InboundAuth {
+    /// The header this block reads, which QueueBox never keeps (CFG-108).
+    pub fn credential_header(&self) -> Option<&HeaderName> {
+        match self {
+            Self::Bearer { .. } => None,
+            Self::ApiKey { header_name, .. } => Some(header_name),
+            Self::Hmac(h) => Some(&h.header_name),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HmacAlgorithm {
+    HmacSha256,
+    HmacSha512,
+    HmacSha1,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SignaturePayloadFormat {
+    Body,
+    TimestampDotBody,
+}
+
+/// `auth.type: hmac` (CFG-73), with the defaults resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HmacAuth {
+    pub secret: Secret,
+    pub header_name: HeaderName,
+    pub algorithm: HmacAlgorithm,
+    /// `sha256=`, `sha512=` or `sha1=` by default; may be empty.
+    pub signature_prefix: String,
+    pub timestamp_header: Option<HeaderName>,
+    pub timestamp_tolerance_ms: u64,
+    pub payload_format: SignaturePayloadFormat,
+}
+
+/// `onError` of a transform block (CFG-80).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnError {
+    Fail,
+    Skip,
+    Dead,
+}
+
+/// A transform block (CFG-80). There is no JSONata engine in this build yet: the expression is
+/// checked to be non-blank here, and compile checking arrives with the engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransformConfig {
+    pub expression: String,
+    pub timeout_ms: u64,
+    pub max_depth: u32,
+    pub on_error: OnError,
+}
+
+/// `retention.outbox.policy` with its parameter (CFG-83).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutboxRetentionPolicy {
+    Age(Duration),
+    Count(u32),
+    Disabled,
+}
+
+/// `retention.inbox.policy` with its parameter (CFG-83).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InboxRetentionPolicy {
+    Age(Duration),
+    Disabled,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutboxRetention {
+    pub policy: OutboxRetentionPolicy,
+    pub cleanup_interval: Duration,
+    pub batch_size: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InboxRetention {
+    pub policy: InboxRetentionPolicy,
+    pub cleanup_interval: Duration,
+    pub batch_size: u32,
+}
+
+/// `retention` (CFG-83). The policies apply only when `enabled` is true.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RetentionConfig {
+    pub enabled: bool,
+    pub outbox: OutboxRetention,
+    pub inbox: InboxRetention,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Json,
+    Text,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+/// `log` (CFG-85).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogConfig {
+    pub format: LogFormat,
+    pub level: LogLevel,
+}
+
+/// A header name: an RFC 9110 token, spelled as configured and compared without regard to
+/// letter case.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HeaderName(String);
+
+impl HeaderName {
+    /// Validates a token; the error is the message of the configuration line.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if text.trim().is_empty() {
+            return Err("must not be blank".to_owned());
+        }
+        let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if !text.chars().all(tchar) {
+            return Err(format!(
+                "must be a header name (letters, digits and !#$%&'*+-.^_`|~), got {}",
+                crate::diag::quote(text)
+            ));
+        }
+        Ok(Self(text.to_owned()))
+    }
+
+    /// For the built-in defaults, which are valid tokens.
+    pub(crate) fn known(text: &'static str) -> Self {
+        Self(text.to_owned())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn eq_ignore_case(&self, other: &str) -> bool {
+        self.0.eq_ignore_ascii_case(other)
+    }
+}
+
+impl fmt::Display for HeaderName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
