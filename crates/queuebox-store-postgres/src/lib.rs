@@ -1,1 +1,18 @@
-//! placeholder
+//! The PostgreSQL store: connection pool, waiting for the database at start, the bundled
+//! migrations with their history and lock, the start-up schema guard and the notify objects
+//! (schema.md §1, §4, §5.1, §9–§11), and the outbox statements of the poller (outbox.md §5, §7,
+//! §9, §12).
+
+mod connect;
+mod dialect;
+mod guard;
+mod migrate;
+mod outbox;
+mod outbox_sql;
+mod redact;
+mod sql;
+mod store;
+mod tls;
+
+pub use sql::{MIGRATION_LOCK_KEY, bundled_sql, checksum};
+pub use store::PgStore;

@@ -1,0 +1,12 @@
+-- DDL, run under the migration lock (SCH-47) and only when the table is missing (SCH-48).
+CREATE TABLE IF NOT EXISTS queuebox_schema_history (
+    version          INTEGER      NOT NULL,
+    description      VARCHAR(200) NOT NULL,
+    kind             VARCHAR(10)  NOT NULL,
+    checksum         CHAR(64)     NOT NULL,
+    queuebox_version VARCHAR(50)  NOT NULL,
+    applied_at       TIMESTAMPTZ  NOT NULL DEFAULT now(),
+    duration_ms      INTEGER      NOT NULL,
+    CONSTRAINT pk_queuebox_schema_history PRIMARY KEY (version),
+    CONSTRAINT ck_queuebox_schema_history_kind CHECK (kind IN ('applied', 'baseline'))
+)

@@ -1,0 +1,2 @@
+-- Releases the session advisory lock taken by lock/try_lock.sql on this same connection.
+SELECT pg_advisory_unlock(8175552253447532408)

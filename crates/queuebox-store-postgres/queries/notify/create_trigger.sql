@@ -1,0 +1,5 @@
+-- DDL under the migration lock (SCH-24/25); migration creates only the default table name.
+CREATE OR REPLACE TRIGGER queuebox_outbox_notify
+    AFTER INSERT ON outbox
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION queuebox_outbox_notify()

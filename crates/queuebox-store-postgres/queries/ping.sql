@@ -1,0 +1,2 @@
+-- Readiness round trip; no locks.
+SELECT 1

@@ -1,0 +1,81 @@
+//! Every SQL text of the store, embedded from `migrations/` and `queries/`, and the checksum
+//! that the history records for a migration (SCH-23).
+
+use sha2::{Digest, Sha256};
+
+/// The key of the session advisory lock that serializes migration (SCH-47).
+pub const MIGRATION_LOCK_KEY: i64 = 8_175_552_253_447_532_408;
+
+const MIGRATION_1: &str = include_str!("../migrations/0001_create_outbox.sql");
+const MIGRATION_2: &str = include_str!("../migrations/0002_create_inbox.sql");
+
+/// The PostgreSQL text of a bundled version (schema.md §5.1).
+pub fn bundled_sql(version: u32) -> Option<&'static str> {
+    match version {
+        1 => Some(MIGRATION_1),
+        2 => Some(MIGRATION_2),
+        _ => None,
+    }
+}
+
+/// Lower-case hex SHA-256 of a migration's text.
+pub fn checksum(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+pub(crate) const PING: &str = include_str!("../queries/ping.sql");
+pub(crate) const TABLE_OID: &str = include_str!("../queries/catalog/table_oid.sql");
+pub(crate) const COLUMNS: &str = include_str!("../queries/catalog/columns.sql");
+pub(crate) const UNIQUE_KEYS: &str = include_str!("../queries/catalog/unique_keys.sql");
+pub(crate) const ENABLED_TRIGGERS: &str = include_str!("../queries/catalog/enabled_triggers.sql");
+pub(crate) const HISTORY_CREATE: &str = include_str!("../queries/history/create_table.sql");
+pub(crate) const HISTORY_SELECT: &str = include_str!("../queries/history/select.sql");
+pub(crate) const HISTORY_VERSIONS: &str = include_str!("../queries/history/versions.sql");
+pub(crate) const HISTORY_INSERT: &str = include_str!("../queries/history/insert.sql");
+pub(crate) const TRY_LOCK: &str = include_str!("../queries/lock/try_lock.sql");
+pub(crate) const UNLOCK: &str = include_str!("../queries/lock/unlock.sql");
+pub(crate) const NOTIFY_FUNCTION: &str = include_str!("../queries/notify/create_function.sql");
+pub(crate) const NOTIFY_TRIGGER: &str = include_str!("../queries/notify/create_trigger.sql");
+pub(crate) const OUTBOX_CLAIM: &str = include_str!("../queries/outbox/claim.sql");
+pub(crate) const OUTBOX_RENEW: &str = include_str!("../queries/outbox/renew.sql");
+pub(crate) const OUTBOX_FINISH: &str = include_str!("../queries/outbox/finish.sql");
+pub(crate) const OUTBOX_RELEASE: &str = include_str!("../queries/outbox/release.sql");
+pub(crate) const OUTBOX_RECLAIM: &str = include_str!("../queries/outbox/reclaim.sql");
+pub(crate) const OUTBOX_PENDING_STATS: &str = include_str!("../queries/outbox/pending_stats.sql");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use queuebox_store::BUNDLED_VERSIONS;
+
+    #[test]
+    fn sch_43_every_bundled_version_has_its_text() {
+        for version in BUNDLED_VERSIONS {
+            let text = bundled_sql(version.version).expect("bundled text");
+            let header = format!("-- Version {}: {}", version.version, version.description);
+            assert!(text.starts_with(&header), "{header}");
+        }
+        assert_eq!(bundled_sql(3), None);
+    }
+
+    #[test]
+    fn sch_23_checksum_is_lower_case_hex_sha256() {
+        assert_eq!(
+            checksum(""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        let sum = checksum(MIGRATION_1);
+        assert_eq!(sum.len(), 64);
+        assert!(
+            sum.chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+    }
+
+    #[test]
+    fn sch_47_lock_statements_use_the_lock_key() {
+        let key = MIGRATION_LOCK_KEY.to_string();
+        assert!(TRY_LOCK.contains(&format!("pg_try_advisory_lock({key})")));
+        assert!(UNLOCK.contains(&format!("pg_advisory_unlock({key})")));
+    }
+}

@@ -1,0 +1,146 @@
+//! `PgStore`: the PostgreSQL store's handle (pool, layout, rendered statements, timeouts) and its
+//! `SchemaStore` implementation (`OutboxStore` is in `outbox.rs`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::Pool;
+use queuebox_config::{DatabaseConfig, DatabaseTarget, PostgresTarget};
+use queuebox_core::{Secret, TableLayout};
+use queuebox_store::{
+    MigrateReport, MigrateRequest, SchemaStore, StoreAction, StoreError, evaluate_schema,
+    run_migrate,
+};
+
+use crate::dialect::PgDialect;
+use crate::migrate::PgMigrationBackend;
+use crate::outbox_sql::OutboxSql;
+use crate::{connect, guard, redact, sql};
+
+/// The PostgreSQL store. Cheap to clone: the pool is shared.
+#[derive(Clone)]
+pub struct PgStore {
+    pub(crate) pool: Pool,
+    layout: TableLayout,
+    /// The outbox statements with this layout's names, rendered once (`outbox_sql.rs`).
+    pub(crate) outbox_sql: Arc<OutboxSql>,
+    startup_timeout_ms: u64,
+    operation_timeout: Duration,
+    pub(crate) password: Secret,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("layout", &self.layout)
+            .field("pool", &self.pool.status())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// Builds the pool and waits for the database up to `database.startupTimeoutMs`
+    /// (operations.md OPS-24 step 8). Fails with [`StoreError::NotReachable`] naming only the
+    /// host and port.
+    pub async fn connect(db: &DatabaseConfig) -> Result<Self, StoreError> {
+        let target = postgres_target(db)?;
+        let pool = connect::build_pool(db, target)?;
+        connect::wait_for_database(&pool, db, target).await?;
+        Ok(Self {
+            pool,
+            layout: db.layout.clone(),
+            outbox_sql: Arc::new(OutboxSql::new(&db.layout)),
+            startup_timeout_ms: db.startup_timeout_ms,
+            operation_timeout: Duration::from_millis(db.connection_timeout_ms),
+            password: target.password.clone(),
+        })
+    }
+
+    /// The connection pool, for the engine's statements.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// The mapped table and column names.
+    pub fn layout(&self) -> &TableLayout {
+        &self.layout
+    }
+
+    fn use_error(
+        &self,
+        during: &'static str,
+        action: StoreAction,
+    ) -> impl Fn(String) -> StoreError {
+        move |reason| StoreError::Database {
+            action,
+            during,
+            reason,
+        }
+    }
+}
+
+fn postgres_target(db: &DatabaseConfig) -> Result<&PostgresTarget, StoreError> {
+    match &db.target {
+        DatabaseTarget::Postgres(target) => Ok(target),
+        DatabaseTarget::Other { .. } => Err(StoreError::BadTarget {
+            reason: format!(
+                "the PostgreSQL store cannot open a database of type {}",
+                db.db_type.as_str()
+            ),
+        }),
+    }
+}
+
+#[async_trait]
+impl SchemaStore for PgStore {
+    async fn migrate(&self, request: &MigrateRequest) -> Result<MigrateReport, StoreError> {
+        let backend = PgMigrationBackend {
+            pool: &self.pool,
+            startup_timeout_ms: self.startup_timeout_ms,
+            password: &self.password,
+        };
+        run_migrate(&backend, &self.layout, request).await
+    }
+
+    async fn check_schema(&self, notify: bool) -> Result<(), StoreError> {
+        let fail = self.use_error("reading the catalog", StoreAction::CheckSchema);
+        let client = self
+            .pool
+            .get()
+            .await
+            .map_err(|e| fail(redact::pool_error(&e, &self.password)))?;
+        let facts = guard::read_facts(&client, &self.layout)
+            .await
+            .map_err(|e| fail(redact::pg_error(&e, &self.password)))?;
+        let problems = evaluate_schema(&self.layout, &facts, &PgDialect, notify);
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(StoreError::SchemaMismatch { problems })
+        }
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let fail = self.use_error("a readiness query", StoreAction::UseDatabase);
+        let round_trip = async {
+            let client = self
+                .pool
+                .get()
+                .await
+                .map_err(|e| redact::pool_error(&e, &self.password))?;
+            client
+                .simple_query(sql::PING)
+                .await
+                .map(|_| ())
+                .map_err(|e| redact::pg_error(&e, &self.password))
+        };
+        match tokio::time::timeout(self.operation_timeout, round_trip).await {
+            Ok(result) => result.map_err(fail),
+            Err(_) => Err(fail(format!(
+                "no answer within {} ms",
+                self.operation_timeout.as_millis()
+            ))),
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! The store-independent suite of `queuebox-store`, run against PostgreSQL, with the suite's
+//! set-up and inspection steps written in PostgreSQL's SQL.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use queuebox_core::{SqlIdentifier, TableLayout};
+use queuebox_store::conformance::{
+    self as suite, ConformanceDatabase, ConformanceFactory, NewOutboxRow, OutboxSnapshot,
+};
+use queuebox_store::{OutboxStore, SchemaStore};
+use uuid::Uuid;
+
+use crate::support::TestDb;
+
+struct PgFactory;
+
+#[async_trait]
+impl ConformanceFactory for PgFactory {
+    async fn fresh(&self, test_name: &str) -> Box<dyn ConformanceDatabase> {
+        Box::new(TestDb::new(&format!("conf_{test_name}")).await)
+    }
+}
+
+fn q(name: &SqlIdentifier) -> String {
+    format!("\"{name}\"")
+}
+
+/// A timestamptz column as microseconds since the epoch.
+fn micros(column: &SqlIdentifier) -> String {
+    format!("(extract(epoch from {}) * 1000000)::bigint", q(column))
+}
+
+#[async_trait]
+impl ConformanceDatabase for TestDb {
+    async fn store(&self, layout: TableLayout) -> Box<dyn SchemaStore> {
+        Box::new(self.store_with(layout).await)
+    }
+
+    async fn outbox_store(&self, layout: TableLayout) -> Box<dyn OutboxStore> {
+        Box::new(self.store_with(layout).await)
+    }
+
+    async fn drop_column(&self, table: &str, column: &str) {
+        self.exec(&format!("ALTER TABLE \"{table}\" DROP COLUMN \"{column}\""))
+            .await;
+    }
+
+    async fn create_outbox_by_hand(&self, layout: &TableLayout) {
+        self.exec(queuebox_store_postgres::bundled_sql(1).expect("v1"))
+            .await;
+        for (_, default, column) in layout.outbox.entries() {
+            if column.as_str() != default {
+                self.exec(&format!(
+                    "ALTER TABLE outbox RENAME COLUMN \"{default}\" TO {}",
+                    q(column)
+                ))
+                .await;
+            }
+        }
+        if layout.outbox_table.as_str() != "outbox" {
+            self.exec(&format!(
+                "ALTER TABLE outbox RENAME TO {}",
+                q(&layout.outbox_table)
+            ))
+            .await;
+        }
+    }
+
+    async fn insert_outbox(&self, layout: &TableLayout, rows: &[NewOutboxRow]) {
+        let c = &layout.outbox;
+        let sql = format!(
+            "INSERT INTO {} ({}, {}, {}, {}, {}, {}, {}, {}) \
+             VALUES ($1, $2, $3, $4::text::jsonb, $5::text::jsonb, $6, $7, \
+                     now() + $8::bigint * INTERVAL '1 millisecond')",
+            q(&layout.outbox_table),
+            q(&c.id),
+            q(&c.topic),
+            q(&c.key),
+            q(&c.payload),
+            q(&c.headers),
+            q(&c.aggregate_type),
+            q(&c.max_attempts),
+            q(&c.scheduled_at),
+        );
+        // One transaction: now() is the same for every row, and sequence follows the slice.
+        self.exec("BEGIN").await;
+        for row in rows {
+            self.admin
+                .execute(
+                    &sql,
+                    &[
+                        &row.id,
+                        &row.topic,
+                        &row.key,
+                        &row.payload,
+                        &row.headers,
+                        &row.aggregate_type,
+                        &row.max_attempts,
+                        &row.scheduled_in_ms,
+                    ],
+                )
+                .await
+                .unwrap_or_else(|e| panic!("insert outbox row: {e}"));
+        }
+        self.exec("COMMIT").await;
+    }
+
+    async fn outbox_row(&self, layout: &TableLayout, id: Uuid) -> OutboxSnapshot {
+        let c = &layout.outbox;
+        let sql = format!(
+            "SELECT {}, {}::text, {}::text, {}::text, {}::text, {}::text, {}::text, {}, {}, \
+                    {}, {}, {}, {}, {}, {}, {}, {}, \
+                    (extract(epoch from clock_timestamp()) * 1000000)::bigint \
+             FROM {} WHERE {} = $1",
+            q(&c.id),
+            q(&c.topic),
+            q(&c.key),
+            q(&c.payload),
+            q(&c.headers),
+            q(&c.aggregate_type),
+            q(&c.state),
+            q(&c.attempt),
+            q(&c.max_attempts),
+            micros(&c.scheduled_at),
+            micros(&c.created_at),
+            micros(&c.updated_at),
+            micros(&c.claimed_at),
+            q(&c.claim_token),
+            micros(&c.lease_expires_at),
+            q(&c.last_error),
+            q(&c.sequence),
+            q(&layout.outbox_table),
+            q(&c.id),
+        );
+        let r = self
+            .admin
+            .query_one(&sql, &[&id])
+            .await
+            .unwrap_or_else(|e| panic!("read outbox row {id}: {e}"));
+        OutboxSnapshot {
+            id: r.get(0),
+            topic: r.get(1),
+            key: r.get(2),
+            payload: r.get(3),
+            headers: r.get(4),
+            aggregate_type: r.get(5),
+            state: r.get(6),
+            attempt: r.get(7),
+            max_attempts: r.get(8),
+            scheduled_at: r.get(9),
+            created_at: r.get(10),
+            updated_at: r.get(11),
+            claimed_at: r.get(12),
+            claim_token: r.get(13),
+            lease_expires_at: r.get(14),
+            last_error: r.get(15),
+            sequence: r.get(16),
+            read_at: r.get(17),
+        }
+    }
+
+    async fn outbox_states(&self, layout: &TableLayout) -> BTreeMap<String, i64> {
+        let sql = format!(
+            "SELECT {s}::text, count(*) FROM {t} GROUP BY {s}",
+            s = q(&layout.outbox.state),
+            t = q(&layout.outbox_table)
+        );
+        self.admin
+            .query(&sql, &[])
+            .await
+            .expect("count states")
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+    }
+
+    async fn replay_outbox(&self, layout: &TableLayout, id: Uuid) {
+        let c = &layout.outbox;
+        let sql = format!(
+            "UPDATE {} SET {} = 'pending', {} = 0, {} = clock_timestamp(), {} = clock_timestamp(), \
+             {} = NULL, {} = NULL, {} = NULL, {} = NULL WHERE {} = $1",
+            q(&layout.outbox_table),
+            q(&c.state),
+            q(&c.attempt),
+            q(&c.scheduled_at),
+            q(&c.updated_at),
+            q(&c.last_error),
+            q(&c.claimed_at),
+            q(&c.claim_token),
+            q(&c.lease_expires_at),
+            q(&c.id),
+        );
+        let n = self.admin.execute(&sql, &[&id]).await.expect("replay");
+        assert_eq!(n, 1, "replayed row {id} exists");
+    }
+
+    async fn cleanup(self: Box<Self>) {
+        (*self).drop().await;
+    }
+}
+
+#[tokio::test]
+async fn conformance_sch_49_second_migrate_applies_nothing() {
+    suite::sch_49_second_migrate_applies_nothing(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_sch_61_guard_reports_missing_tables_without_history() {
+    suite::sch_61_guard_reports_missing_tables_without_history(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_sch_61_guard_reports_dropped_column() {
+    suite::sch_61_guard_reports_dropped_column(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_sch_55_renamed_names_refused_and_nothing_created() {
+    suite::sch_55_renamed_names_refused_and_nothing_created(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_sch_56_baseline_without_tables_refused() {
+    suite::sch_56_baseline_without_tables_refused(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_sch_56_baseline_with_history_refused() {
+    suite::sch_56_baseline_with_history_refused(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_sch_56_baseline_out_of_range_refused() {
+    suite::sch_56_baseline_out_of_range_refused(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_11_claim_takes_only_due_pending_rows() {
+    suite::out_11_claim_takes_only_due_pending_rows(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_11_future_scheduled_at_is_not_claimed() {
+    suite::out_11_future_scheduled_at_is_not_claimed(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_12_keyless_rows_several_per_claim() {
+    suite::out_12_keyless_rows_several_per_claim(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_13_one_row_per_key_per_claim() {
+    suite::out_13_one_row_per_key_per_claim(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_13_future_head_blocks_its_key() {
+    suite::out_13_future_head_blocks_its_key(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_13_processing_row_blocks_its_key() {
+    suite::out_13_processing_row_blocks_its_key(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_35_dead_head_releases_its_key() {
+    suite::out_35_dead_head_releases_its_key(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_15_limit_and_order() {
+    suite::out_15_limit_and_order(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_16_claim_writes_token_times_and_lease() {
+    suite::out_16_claim_writes_token_times_and_lease(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_41_renew_extends_the_lease_and_stale_renews_nothing() {
+    suite::out_41_renew_extends_the_lease_and_stale_renews_nothing(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_31_finish_sent_writes_exactly_its_columns() {
+    suite::out_31_finish_sent_writes_exactly_its_columns(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_28_finish_retry_writes_exactly_its_columns() {
+    suite::out_28_finish_retry_writes_exactly_its_columns(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_28_finish_dead_writes_exactly_its_columns() {
+    suite::out_28_finish_dead_writes_exactly_its_columns(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_41_finish_mixed_batch_and_lost_claims() {
+    suite::out_41_finish_mixed_batch_and_lost_claims(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_58_release_keeps_attempt_schedule_and_error() {
+    suite::out_58_release_keeps_attempt_schedule_and_error(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_46_reclaim_returns_only_expired_rows() {
+    suite::out_46_reclaim_returns_only_expired_rows(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_62_pending_stats_count_and_age() {
+    suite::out_62_pending_stats_count_and_age(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_out_31_finish_of_100_rows_in_one_call() {
+    suite::out_31_finish_of_100_rows_in_one_call(&PgFactory).await;
+}
+
+#[tokio::test]
+async fn conformance_sch_38_outbox_statements_use_mapped_names() {
+    suite::sch_38_outbox_statements_use_mapped_names(&PgFactory).await;
+}
+
+// Several threads, so the connection tasks of the claimers' pooled connections run beside the
+// task that drives the claimers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_out_14_concurrent_claimers_never_share_a_row_or_a_key() {
+    suite::out_14_concurrent_claimers_never_share_a_row_or_a_key(&PgFactory).await;
+}

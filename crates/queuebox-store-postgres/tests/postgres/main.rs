@@ -1,0 +1,8 @@
+//! Integration tests of the PostgreSQL store against the real server (quality.md): each test
+//! works in a schema of its own, so they run in parallel and leave nothing behind.
+
+mod conformance;
+mod connect;
+mod guard;
+mod migrate;
+mod support;

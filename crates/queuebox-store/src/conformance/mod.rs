@@ -1,0 +1,187 @@
+//! The store-independent tests, written once and run by every store crate against its real
+//! database (architecture.md rule 2). Each function takes a factory that gives it a fresh,
+//! empty namespace of its own, and panics on a failed expectation.
+//!
+//! The outbox checks need a few set-up and inspection steps that are no part of any store
+//! trait (inserting rows as an application would, reading a row back, a replay by hand); each
+//! store's test crate provides them through [`ConformanceDatabase`] in its own SQL.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
+
+use async_trait::async_trait;
+use queuebox_core::TableLayout;
+use uuid::Uuid;
+
+use crate::outbox::OutboxStore;
+use crate::store::SchemaStore;
+
+mod outbox_claim;
+mod outbox_load;
+mod outbox_recovery;
+mod outbox_writes;
+mod schema;
+
+pub use outbox_claim::*;
+pub use outbox_load::*;
+pub use outbox_recovery::*;
+pub use outbox_writes::*;
+pub use schema::*;
+
+/// One outbox row as an application inserts it (OUT-4). `scheduled_in_ms` is added to the
+/// insert time; rows of one [`ConformanceDatabase::insert_outbox`] call share that time, so
+/// equal offsets give equal `scheduled_at` and `sequence` decides between them.
+#[derive(Clone, Debug)]
+pub struct NewOutboxRow {
+    pub id: Uuid,
+    pub topic: String,
+    pub key: Option<String>,
+    /// JSON text.
+    pub payload: String,
+    /// JSON object text.
+    pub headers: String,
+    pub aggregate_type: Option<String>,
+    pub max_attempts: i32,
+    pub scheduled_in_ms: i64,
+}
+
+impl NewOutboxRow {
+    /// A due row with no key, `{"n":1}` as payload and no headers.
+    pub fn new(topic: &str) -> Self {
+        Self {
+            id: Uuid::new_v4(),
+            topic: topic.to_owned(),
+            key: None,
+            payload: r#"{"n":1}"#.to_owned(),
+            headers: "{}".to_owned(),
+            aggregate_type: None,
+            max_attempts: 5,
+            scheduled_in_ms: 0,
+        }
+    }
+
+    pub fn key(mut self, key: &str) -> Self {
+        self.key = Some(key.to_owned());
+        self
+    }
+
+    pub fn scheduled_in_ms(mut self, ms: i64) -> Self {
+        self.scheduled_in_ms = ms;
+        self
+    }
+}
+
+/// Every column of one outbox row as stored. Times are microseconds since the Unix epoch, and
+/// `read_at` is the database clock at the read, so checks can bound a write's time. JSON
+/// columns are the database's text of them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutboxSnapshot {
+    pub id: Uuid,
+    pub topic: String,
+    pub key: Option<String>,
+    pub payload: String,
+    pub headers: String,
+    pub aggregate_type: Option<String>,
+    pub state: String,
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub scheduled_at: i64,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub claimed_at: Option<i64>,
+    pub claim_token: Option<Uuid>,
+    pub lease_expires_at: Option<i64>,
+    pub last_error: Option<String>,
+    pub sequence: i64,
+    pub read_at: i64,
+}
+
+/// One empty test namespace (schema, database or file) of one store.
+#[async_trait]
+pub trait ConformanceDatabase: Send + Sync {
+    /// A store on this namespace that uses these table and column names.
+    async fn store(&self, layout: TableLayout) -> Box<dyn SchemaStore>;
+
+    /// The outbox side of a store on this namespace with these names; each call opens a store
+    /// of its own (a replica), with its own connections.
+    async fn outbox_store(&self, layout: TableLayout) -> Box<dyn OutboxStore>;
+
+    /// Test set-up only: drops a column behind QueueBox's back (default table names).
+    async fn drop_column(&self, table: &str, column: &str);
+
+    /// Test set-up only: creates the outbox table with the layout's names, as an operator does
+    /// for renamed names (schema.md SCH-39).
+    async fn create_outbox_by_hand(&self, layout: &TableLayout);
+
+    /// Test set-up only: inserts the rows in slice order, in one transaction, so `sequence`
+    /// follows the slice.
+    async fn insert_outbox(&self, layout: &TableLayout, rows: &[NewOutboxRow]);
+
+    /// Test inspection: one row as stored. Panics when it does not exist.
+    async fn outbox_row(&self, layout: &TableLayout, id: Uuid) -> OutboxSnapshot;
+
+    /// Test inspection: the number of rows in each state.
+    async fn outbox_states(&self, layout: &TableLayout) -> BTreeMap<String, i64>;
+
+    /// Test set-up only: the replay write of outbox.md OUT-50 on one row, whatever its state.
+    async fn replay_outbox(&self, layout: &TableLayout, id: Uuid);
+
+    /// Removes the namespace, best effort.
+    async fn cleanup(self: Box<Self>);
+}
+
+/// Makes a fresh namespace per test; `test_name` helps to find leftovers.
+#[async_trait]
+pub trait ConformanceFactory: Send + Sync {
+    async fn fresh(&self, test_name: &str) -> Box<dyn ConformanceDatabase>;
+}
+
+/// Runs futures concurrently on the calling task and returns their outputs in order. The
+/// suite stays free of a runtime dependency; the stores' I/O gives the interleaving.
+pub(crate) async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut futures: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut waiting = false;
+        for (future, output) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if output.is_none() {
+                match future.as_mut().poll(cx) {
+                    Poll::Ready(value) => *output = Some(value),
+                    Poll::Pending => waiting = true,
+                }
+            }
+        }
+        if waiting {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await;
+    outputs.into_iter().flatten().collect()
+}
+
+/// A fresh namespace with the bundled migrations applied, and one outbox store on it.
+pub(crate) async fn migrated(
+    factory: &dyn ConformanceFactory,
+    name: &str,
+) -> (Box<dyn ConformanceDatabase>, Box<dyn OutboxStore>) {
+    let db = factory.fresh(name).await;
+    db.store(TableLayout::default())
+        .await
+        .migrate(&crate::versions::MigrateRequest::default())
+        .await
+        .expect("migrate");
+    let store = db.outbox_store(TableLayout::default()).await;
+    (db, store)
+}
+
+/// A lease no test outlives.
+pub(crate) const LONG_LEASE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The ids of claimed rows, in the order the claim returned them.
+pub(crate) fn ids_of(rows: &[crate::outbox::ClaimedRow]) -> Vec<Uuid> {
+    rows.iter().map(|r| r.claim.id).collect()
+}
