@@ -1,0 +1,84 @@
+//! The start-up contract shared by `run` and `migrate` (operations.md OPS-23..25): each step
+//! has an action phrase, and a failed step ends the start with one redacted line.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use queuebox_config::{LoadError, LoadOptions, Loaded};
+use queuebox_core::redact::redact;
+
+/// A failed start-up step: `QueueBox could not <action>. Reason: <reason>` (OPS-25).
+#[derive(Debug)]
+pub struct StartError {
+    pub action: String,
+    pub reason: String,
+}
+
+impl StartError {
+    /// The reason passes through the shared redaction (SEC-5) before anyone sees it.
+    pub fn new(action: impl Into<String>, reason: impl fmt::Display) -> Self {
+        Self {
+            action: action.into(),
+            reason: redact(&reason.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "QueueBox could not {}. Reason: {}",
+            self.action, self.reason
+        )
+    }
+}
+
+/// The environment as QueueBox reads it. Variables that are not valid UTF-8 cannot name or set a
+/// key, so they are left out.
+pub fn environment() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect()
+}
+
+pub fn load_options(config: Option<PathBuf>, env: Vec<(String, String)>) -> LoadOptions {
+    LoadOptions {
+        config_path: config,
+        env,
+        cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        etc_path: PathBuf::from("/etc/queuebox/queuebox.yml"),
+    }
+}
+
+/// OPS-23 steps 3 and 4. The configuration message is already free of secrets (CFG-22), and
+/// redacting it would damage the paths it quotes, so it is passed through whole.
+pub fn load_config(options: &LoadOptions) -> Result<Loaded, StartError> {
+    queuebox_config::load(options).map_err(|err| {
+        let action = match err {
+            LoadError::Invalid(_) => "validate the configuration",
+            _ => "load the configuration",
+        };
+        StartError {
+            action: action.to_owned(),
+            reason: err.to_string(),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_25_failure_line_is_redacted() {
+        let err = StartError::new(
+            "connect to the database",
+            "db:5432 refused: password=hunter2",
+        );
+        assert_eq!(
+            err.to_string(),
+            "QueueBox could not connect to the database. Reason: db:5432 refused: password=[REDACTED]"
+        );
+    }
+}

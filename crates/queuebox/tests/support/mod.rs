@@ -1,0 +1,6 @@
+//! Helpers shared by the binary's integration tests.
+#![allow(dead_code)]
+
+pub mod markdown;
+pub mod pg;
+pub mod process;

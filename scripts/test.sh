@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The README's test command: brings up the servers the tests use, checks formatting and lints,
+# runs the Rust suite (nextest, then doc tests), and prints one summary line per suite.
+# Exits non-zero when any suite fails or cannot run.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+# A persistent target directory outside the checkout keeps CI runs on this machine fast.
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/queuebox/target}
+export CARGO_TERM_COLOR=never
+mkdir -p "$CARGO_TARGET_DIR"
+logs=$(mktemp -d)
+summary=()
+failed=0
+
+record() { # suite, passed, failed[, extra]
+    summary+=("$1: $2 passed, $3 failed${4:+, $4}")
+    [ "$3" = 0 ] || failed=1
+}
+
+if ! scripts/services.sh postgres; then
+    echo "test.sh: a server the tests need could not be started" >&2
+    failed=1
+fi
+
+if ! command -v cargo-nextest >/dev/null 2>&1; then
+    cargo install --locked cargo-nextest || { echo "test.sh: cargo-nextest could not be installed" >&2; exit 1; }
+fi
+
+if ! cargo fmt --all -- --check; then
+    echo "test.sh: cargo fmt reports unformatted code (run cargo fmt --all)" >&2
+    record lint 0 1
+elif ! cargo clippy --workspace --all-targets --quiet -- -D warnings; then
+    echo "test.sh: cargo clippy reports warnings" >&2
+    record lint 0 1
+else
+    record lint 2 0
+fi
+
+# nextest prints "Summary [..] N tests run: P passed, F failed, S skipped"; keep its log to count.
+cargo nextest run --workspace --no-fail-fast 2>&1 | tee "$logs/nextest.log"
+rust_status=${PIPESTATUS[0]}
+line=$(grep -E 'Summary \[' "$logs/nextest.log" | tail -n 1)
+passed=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$line")
+nfailed=$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$line")
+passed=${passed:-0}
+nfailed=${nfailed:-0}
+if [ "$rust_status" != 0 ] && [ "$nfailed" = 0 ]; then nfailed=1; fi
+if [ "$passed" = 0 ] && [ "$nfailed" = 0 ]; then nfailed=1; echo "test.sh: the Rust suite ran no test" >&2; fi
+record rust "$passed" "$nfailed"
+
+cargo test --doc --workspace --quiet 2>&1 | tee "$logs/doc.log"
+doc_status=${PIPESTATUS[0]}
+doc_passed=$(grep -Eo '[0-9]+ passed' "$logs/doc.log" | awk '{s+=$1} END {print s+0}')
+doc_failed=$(grep -Eo '[0-9]+ failed' "$logs/doc.log" | awk '{s+=$1} END {print s+0}')
+if [ "$doc_status" != 0 ] && [ "$doc_failed" = 0 ]; then doc_failed=1; fi
+record doc "$doc_passed" "$doc_failed"
+
+if [ -n "${QUEUEBOX_TEST_SQLSERVER_URL:-}" ]; then
+    echo "test.sh: QUEUEBOX_TEST_SQLSERVER_URL is set, but no SQL Server store exists yet" >&2
+fi
+summary+=("sqlserver: not run (no server)")
+
+echo
+echo "== QueueBox test summary =="
+printf '%s\n' "${summary[@]}"
+total_passed=0
+total_failed=0
+for s in "${summary[@]}"; do
+    p=$(sed -nE 's/^[a-z]+: ([0-9]+) passed, ([0-9]+) failed.*/\1/p' <<<"$s")
+    f=$(sed -nE 's/^[a-z]+: ([0-9]+) passed, ([0-9]+) failed.*/\2/p' <<<"$s")
+    total_passed=$((total_passed + ${p:-0}))
+    total_failed=$((total_failed + ${f:-0}))
+done
+echo "total: $total_passed passed, $total_failed failed"
+rm -rf "$logs"
+exit $failed
