@@ -1,0 +1,188 @@
+//! The fixed label value sets of the metric catalogue (operations.md §5.2, MET-5): one enum per
+//! label, so no caller can put free text (a status code, a topic, an id) into a label value.
+
+/// A fixed set of label values, indexable so a family can keep one series per value in an array
+/// (no lock to find it).
+pub(crate) trait LabelSet: Copy + 'static {
+    /// Every value, in the order of the catalogue table; `index` is the position in this slice.
+    const ALL: &'static [Self];
+    fn index(self) -> usize;
+    /// The label values this contributes, in the order of the family's label names.
+    fn values(self) -> &'static [&'static str];
+}
+
+/// The label set of a family with no labels (or of the configured-name part only): one series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NoLabels;
+
+impl LabelSet for NoLabels {
+    const ALL: &'static [Self] = &[NoLabels];
+    fn index(self) -> usize {
+        0
+    }
+    fn values(self) -> &'static [&'static str] {
+        &[]
+    }
+}
+
+/// Declares a label enum with its exposition strings, in catalogue order.
+macro_rules! label_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant),+
+        }
+
+        impl $name {
+            /// Every value, in the order of the catalogue table.
+            pub const ALL: &'static [Self] = &[$(Self::$variant),+];
+
+            /// The label value as exposed.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text),+
+                }
+            }
+        }
+
+        impl LabelSet for $name {
+            const ALL: &'static [Self] = $name::ALL;
+            fn index(self) -> usize {
+                self as usize
+            }
+            fn values(self) -> &'static [&'static str] {
+                match self {
+                    $(Self::$variant => &[$text]),+
+                }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+label_enum! {
+    /// `status` of `queuebox_outbox_messages_total`.
+    OutboxStatus {
+        /// A row marked sent.
+        Sent => "sent",
+        /// A failed attempt that returns the row to `pending`.
+        Failed => "failed",
+        /// A row marked dead, for any reason.
+        Dead => "dead",
+    }
+}
+
+label_enum! {
+    /// `component` of `queuebox_claims_lost_total`.
+    Component {
+        Outbox => "outbox",
+        Inbox => "inbox",
+    }
+}
+
+label_enum! {
+    /// `destination_type` of `queuebox_outbox_publish_duration_seconds` (the config `type` word).
+    DestinationType {
+        Http => "http",
+        Rabbitmq => "rabbitmq",
+        Kafka => "kafka",
+        Nats => "nats",
+        Log => "log",
+    }
+}
+
+label_enum! {
+    /// `outcome` of `queuebox_outbox_destination_messages_total`.
+    PublishOutcome {
+        Success => "success",
+        Failure => "failure",
+    }
+}
+
+label_enum! {
+    /// `status_class` of `queuebox_http_publish_responses_total`.
+    StatusClass {
+        Informational => "1xx",
+        Success => "2xx",
+        Redirection => "3xx",
+        ClientError => "4xx",
+        ServerError => "5xx",
+        /// A status outside 100–599.
+        Other => "other",
+    }
+}
+
+impl StatusClass {
+    /// The class of a raw HTTP status code; the code itself is never a label value (MET-5).
+    pub fn of(status: u16) -> Self {
+        match status {
+            100..=199 => Self::Informational,
+            200..=299 => Self::Success,
+            300..=399 => Self::Redirection,
+            400..=499 => Self::ClientError,
+            500..=599 => Self::ServerError,
+            _ => Self::Other,
+        }
+    }
+}
+
+label_enum! {
+    /// `strategy` of `queuebox_transform_failures_total` (the transform's `onError`).
+    TransformStrategy {
+        Fail => "fail",
+        Skip => "skip",
+        Dead => "dead",
+    }
+}
+
+label_enum! {
+    /// `status` of `queuebox_inbox_messages_total`.
+    InboxStatus {
+        /// A row stored as `pending`.
+        New => "new",
+        /// A push row relayed to the outbox.
+        Forwarded => "forwarded",
+        /// A repeat of a stored key.
+        Duplicate => "duplicate",
+    }
+}
+
+label_enum! {
+    /// `reason` of `queuebox_inbox_rejections_total`.
+    RejectionReason {
+        ExtractionFailed => "extraction_failed",
+        TransformFailed => "transform_failed",
+        StorageFailed => "storage_failed",
+    }
+}
+
+label_enum! {
+    /// `table` of the retention families.
+    Table {
+        Outbox => "outbox",
+        Inbox => "inbox",
+    }
+}
+
+impl From<queuebox_store::TableKind> for Table {
+    fn from(kind: queuebox_store::TableKind) -> Self {
+        match kind {
+            queuebox_store::TableKind::Outbox => Self::Outbox,
+            queuebox_store::TableKind::Inbox => Self::Inbox,
+        }
+    }
+}
+
+label_enum! {
+    /// `state` of `queuebox_db_pool_connections`.
+    PoolState {
+        Active => "active",
+        Idle => "idle",
+    }
+}

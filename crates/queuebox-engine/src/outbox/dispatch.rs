@@ -1,0 +1,198 @@
+//! Publish slots (OUT-53, OUT-19 step 6): claimed rows take a slot in claim order, at most
+//! `concurrency` publish at once, and each publish is raced against its row's token so a lost
+//! claim or an abandon at shutdown stops waiting for it (OUT-43, OUT-58).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use queuebox_core::delivery::{Outcome, OutgoingMessage};
+use queuebox_store::Claim;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::task::{Id, JoinError, JoinSet};
+use tokio_util::sync::CancellationToken;
+use tracing::Level;
+
+use super::Shared;
+use super::held::Stage;
+use super::route::Destination;
+use super::row::{RowLog, jitter, row_event, terminal_write};
+use super::writer::Completion;
+use crate::metrics::{CounterHandle, DestinationType, GaugeHandle, Metrics, PublishOutcome};
+
+/// The metric series of one destination, looked up once at start (the lookup takes a lock).
+#[derive(Clone)]
+pub struct DestHandles {
+    success: CounterHandle,
+    failure: CounterHandle,
+    depth: GaugeHandle,
+    /// `None` for a publisher kind outside the catalogue's label set (a test destination).
+    kind: Option<DestinationType>,
+}
+
+impl DestHandles {
+    pub fn new(metrics: &Metrics, destination: &Destination) -> Self {
+        let kind = destination.publisher.kind();
+        Self {
+            success: metrics
+                .destination_messages_handle(&destination.name, PublishOutcome::Success),
+            failure: metrics
+                .destination_messages_handle(&destination.name, PublishOutcome::Failure),
+            depth: metrics.queue_depth(&destination.name),
+            kind: DestinationType::ALL
+                .iter()
+                .copied()
+                .find(|t| t.as_str() == kind),
+        }
+    }
+
+    pub fn depth(&self) -> &GaugeHandle {
+        &self.depth
+    }
+}
+
+/// `queuebox_outbox_queue_depth{destination}` counts a row from its routing until its publish
+/// ends, whichever way it ends (published, released, lost, abandoned): the drop does the `dec`.
+pub struct DepthGuard(GaugeHandle);
+
+impl DepthGuard {
+    pub fn new(gauge: &GaugeHandle) -> Self {
+        gauge.inc();
+        Self(gauge.clone())
+    }
+}
+
+impl Drop for DepthGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// One routed row waiting for a slot.
+pub struct Job {
+    pub claim: Claim,
+    pub message: OutgoingMessage,
+    pub destination: Arc<Destination>,
+    pub handles: DestHandles,
+    pub max_attempts: i32,
+    pub log: Arc<RowLog>,
+    pub token: CancellationToken,
+    pub depth: DepthGuard,
+}
+
+/// Hands slots to jobs in the order the claim loop queued them (a FIFO channel and a fair
+/// semaphore), until the claim loop closes the channel or `stop`; then waits for the publishes
+/// it started, each of which ends at the latest when its token (a child of `stop`) is cancelled.
+pub async fn run_dispatcher(
+    shared: Arc<Shared>,
+    mut jobs: mpsc::UnboundedReceiver<Job>,
+    done: mpsc::UnboundedSender<Completion>,
+    stop: CancellationToken,
+) {
+    let slots = Arc::new(Semaphore::new(shared.settings.concurrency));
+    let mut publishes = JoinSet::new();
+    let mut running: HashMap<Id, (Claim, Arc<RowLog>)> = HashMap::new();
+    loop {
+        while let Some(joined) = publishes.try_join_next_with_id() {
+            settle(&shared, &mut running, joined);
+        }
+        let job = tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            job = jobs.recv() => match job {
+                Some(job) => job,
+                None => break,
+            },
+        };
+        let permit = tokio::select! {
+            biased;
+            // Released at shutdown or lost while it waited: the publish never starts.
+            () = job.token.cancelled() => continue,
+            permit = Arc::clone(&slots).acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break, // never closed
+            },
+        };
+        // Decided under the registry lock, so a release or a lost renewal that came first wins.
+        if !shared.held.advance(&job.claim, Stage::Publishing) {
+            continue;
+        }
+        let who = (job.claim, Arc::clone(&job.log));
+        let handle = publishes.spawn(publish(Arc::clone(&shared), job, permit, done.clone()));
+        running.insert(handle.id(), who);
+    }
+    while let Some(joined) = publishes.join_next_with_id().await {
+        settle(&shared, &mut running, joined);
+    }
+}
+
+/// A publish task ended. A panic in a connector must not pin the row in the registry for ever:
+/// it leaves, with no write, and its lease expires (OUT-45's "leave the row to lease expiry").
+fn settle(
+    shared: &Shared,
+    running: &mut HashMap<Id, (Claim, Arc<RowLog>)>,
+    joined: Result<(Id, ()), JoinError>,
+) {
+    let (id, failure) = match joined {
+        Ok((id, ())) => (id, None),
+        Err(err) => (err.id(), Some(err)),
+    };
+    let Some((claim, log)) = running.remove(&id) else {
+        return;
+    };
+    if let Some(err) = failure
+        && shared.held.remove(&claim).is_some()
+    {
+        shared.metrics.outbox_process_errors().inc();
+        row_event!(
+            Level::ERROR,
+            log,
+            error = %err,
+            "The publish of the message failed unexpectedly. It stays processing until its lease expires."
+        );
+    }
+}
+
+async fn publish(
+    shared: Arc<Shared>,
+    job: Job,
+    permit: OwnedSemaphorePermit,
+    done: mpsc::UnboundedSender<Completion>,
+) {
+    let started = Instant::now();
+    let outcome = tokio::select! {
+        biased;
+        // Lost claim or abandon: the outcome is unknown and nothing is written (OUT-43, OUT-58).
+        () = job.token.cancelled() => return,
+        outcome = job.destination.publisher.publish(&job.message) => outcome,
+    };
+    let elapsed = started.elapsed();
+    drop(permit);
+    drop(job.depth);
+    if let Some(kind) = job.handles.kind {
+        shared
+            .metrics
+            .publish_duration(kind)
+            .observe_duration(elapsed);
+    }
+    match &outcome {
+        Outcome::Delivered => job.handles.success.inc(),
+        Outcome::Failed { .. } => job.handles.failure.inc(),
+    }
+    // OUT-20: the mark comes only now, after the destination answered.
+    let write = terminal_write(
+        job.claim,
+        job.message.attempt,
+        job.max_attempts,
+        outcome,
+        &shared.settings.retry,
+        jitter(),
+    );
+    if shared.held.advance(&job.claim, Stage::Finishing) {
+        // The writer only stops at the abandon, when nothing more may be written anyway.
+        let _ = done.send(Completion {
+            write,
+            log: job.log,
+        });
+    }
+}

@@ -1,0 +1,225 @@
+//! The claims this poller holds (OUT-40, OUT-53): each row's stage, its cancel token and its log
+//! fields. Every task that changes a row's fate goes through here under one short lock, so the
+//! release at shutdown, a lost renewal and a finished publish can never both act on one row.
+//! The lock is a std mutex and is never held across an `.await`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use queuebox_store::Claim;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::row::RowLog;
+
+/// Where a held row is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Claimed; its publish has not started (waiting for a slot, OUT-53).
+    Queued,
+    /// Its publish is in flight.
+    Publishing,
+    /// Its terminal write is queued or being written; the writer's answer decides whether the
+    /// claim was lost (OUT-44), so a renewal does not.
+    Finishing,
+}
+
+/// What the claim loop and the shutdown wait for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub held: usize,
+    pub queued: usize,
+}
+
+/// A held row, as handed back when it leaves.
+#[derive(Debug)]
+pub struct Entry {
+    pub stage: Stage,
+    /// Cancelled when the claim is lost or the row released: stops the wait for a slot and the
+    /// publish (OUT-43).
+    pub token: CancellationToken,
+    pub log: Arc<RowLog>,
+    pub claimed_at: Instant,
+}
+
+pub struct Held {
+    rows: Mutex<HashMap<Claim, Entry>>,
+    counts: watch::Sender<Counts>,
+}
+
+impl Held {
+    pub fn new() -> Self {
+        Self {
+            rows: Mutex::new(HashMap::new()),
+            counts: watch::Sender::new(Counts::default()),
+        }
+    }
+
+    pub fn subscribe(&self) -> watch::Receiver<Counts> {
+        self.counts.subscribe()
+    }
+
+    pub fn counts(&self) -> Counts {
+        *self.counts.borrow()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<Claim, Entry>> {
+        // A panic while holding this lock leaves a consistent map (every change is one insert,
+        // remove or field store), so a poisoned lock is still usable.
+        self.rows.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Publishes the counts after a change, still under the lock so they never go backwards.
+    fn publish(&self, rows: &HashMap<Claim, Entry>) {
+        let queued = rows.values().filter(|e| e.stage == Stage::Queued).count();
+        self.counts.send_replace(Counts {
+            held: rows.len(),
+            queued,
+        });
+    }
+
+    pub fn insert(&self, claim: Claim, entry: Entry) {
+        let mut rows = self.lock();
+        rows.insert(claim, entry);
+        self.publish(&rows);
+    }
+
+    /// Moves a row to `to` if it is still held; `false` means it was released or lost meanwhile
+    /// and the caller must make no further write (OUT-43).
+    pub fn advance(&self, claim: &Claim, to: Stage) -> bool {
+        let mut rows = self.lock();
+        let Some(entry) = rows.get_mut(claim) else {
+            return false;
+        };
+        entry.stage = to;
+        self.publish(&rows);
+        true
+    }
+
+    pub fn contains(&self, claim: &Claim) -> bool {
+        self.lock().contains_key(claim)
+    }
+
+    /// Every held claim, to renew (OUT-40: waiting, publishing and finishing rows alike).
+    pub fn claims(&self) -> Vec<Claim> {
+        self.lock().keys().copied().collect()
+    }
+
+    /// Stops holding a row (its terminal write is done or given up).
+    pub fn remove(&self, claim: &Claim) -> Option<Entry> {
+        let mut rows = self.lock();
+        let entry = rows.remove(claim);
+        self.publish(&rows);
+        entry
+    }
+
+    /// OUT-43: the renewal reported these claims not renewed. Rows still queued or publishing
+    /// are lost: they leave, and their token is cancelled. Finishing rows stay for the writer,
+    /// whose own answer tells (the renewal may simply have run after their write).
+    pub fn take_lost(&self, missing: &[Claim]) -> Vec<Entry> {
+        let mut rows = self.lock();
+        let mut lost = Vec::new();
+        for claim in missing {
+            if rows.get(claim).is_some_and(|e| e.stage != Stage::Finishing) {
+                lost.extend(rows.remove(claim));
+            }
+        }
+        self.publish(&rows);
+        lost.iter().for_each(|e| e.token.cancel());
+        lost
+    }
+
+    /// OUT-58 step 2: every row whose publish has not started leaves, with its token cancelled,
+    /// so no publish can start after the release was decided.
+    pub fn take_queued(&self) -> Vec<(Claim, Entry)> {
+        let mut rows = self.lock();
+        let queued: Vec<Claim> = rows
+            .iter()
+            .filter(|(_, e)| e.stage == Stage::Queued)
+            .map(|(c, _)| *c)
+            .collect();
+        let taken: Vec<(Claim, Entry)> = queued
+            .into_iter()
+            .filter_map(|c| rows.remove(&c).map(|e| (c, e)))
+            .collect();
+        self.publish(&rows);
+        taken.iter().for_each(|(_, e)| e.token.cancel());
+        taken
+    }
+
+    /// OUT-58 step 4: the abandon. Every row left stops being held, with no write; its token
+    /// is cancelled so its publish is no longer awaited.
+    pub fn take_all(&self) -> Vec<Entry> {
+        let mut rows = self.lock();
+        let all: Vec<Entry> = rows.drain().map(|(_, e)| e).collect();
+        self.publish(&rows);
+        all.iter().for_each(|e| e.token.cancel());
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    fn claim() -> Claim {
+        Claim {
+            id: Uuid::new_v4(),
+            token: Uuid::new_v4(),
+        }
+    }
+
+    fn entry() -> Entry {
+        Entry {
+            stage: Stage::Queued,
+            token: CancellationToken::new(),
+            log: Arc::new(RowLog {
+                message_id: Uuid::nil(),
+                topic: "t".into(),
+                destination: None,
+                attempt: 0,
+                correlation_id: "c".into(),
+            }),
+            claimed_at: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn out_43_lost_rows_leave_with_their_token_cancelled_but_finishing_rows_stay() {
+        let held = Held::new();
+        let (a, b, c) = (claim(), claim(), claim());
+        for x in [a, b, c] {
+            held.insert(x, entry());
+        }
+        assert!(held.advance(&b, Stage::Publishing));
+        assert!(held.advance(&c, Stage::Finishing));
+        let lost = held.take_lost(&[a, b, c]);
+        assert_eq!(lost.len(), 2);
+        assert!(lost.iter().all(|e| e.token.is_cancelled()));
+        assert_eq!(held.claims(), vec![c]);
+        assert!(
+            !held.advance(&a, Stage::Publishing),
+            "a lost row never starts"
+        );
+    }
+
+    #[test]
+    fn out_58_release_takes_only_rows_whose_publish_has_not_started() {
+        let held = Held::new();
+        let (a, b) = (claim(), claim());
+        held.insert(a, entry());
+        held.insert(b, entry());
+        assert_eq!(held.counts(), Counts { held: 2, queued: 2 });
+        held.advance(&b, Stage::Publishing);
+        assert_eq!(held.counts(), Counts { held: 2, queued: 1 });
+        let taken = held.take_queued();
+        assert_eq!(taken.len(), 1);
+        assert_eq!(taken[0].0, a);
+        assert!(taken[0].1.token.is_cancelled());
+        assert_eq!(held.counts(), Counts { held: 1, queued: 0 });
+        assert!(held.remove(&b).is_some());
+        assert_eq!(held.counts(), Counts::default());
+    }
+}
