@@ -3,6 +3,8 @@
 mod cli;
 mod commands;
 mod logging;
+mod run;
+mod signals;
 mod startup;
 mod wiring;
 
@@ -41,7 +43,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Run => commands::run(invocation.config),
+        Command::Run => run::run(invocation.config),
     };
     ExitCode::from(code)
 }

@@ -2,18 +2,34 @@
 //! on a configured kind is exhaustive, so a new connector shows the compiler each place that
 //! must handle it. Parts this build cannot run yet are refused at start, naming their keys.
 
-use queuebox_config::{Config, DatabaseType, DestinationKind, SourceKind};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use queuebox_config::{
+    Config, DatabaseType, Destination as DestinationConfig, DestinationAuth, DestinationKind,
+    SourceKind,
+};
+use queuebox_core::Secret;
+use queuebox_core::delivery::{Outcome, OutgoingMessage, Publisher};
+use queuebox_core::retry::RetryPolicy;
+use queuebox_engine::metrics::Metrics;
+use queuebox_engine::outbox::{Destination, OutboxSettings, Route};
+use queuebox_http::destination::{
+    HttpAuth, HttpDestinationSettings, HttpPublisher, LogDestinationSettings, LogPublisher,
+    SharedHttp,
+};
 
 use crate::startup::StartError;
 
-/// OPS-23 step 5: each configured destination, source and transform must have something in this
-/// build that runs it. `check` accepts them all (they are valid by the spec); `run` refuses a
-/// configuration that this build would silently ignore.
+/// OPS-23 step 5, first half: each configured destination, source and transform must have
+/// something in this build that runs it. `check` accepts them all (they are valid by the spec);
+/// `run` refuses a configuration that this build would silently ignore.
 pub fn check_runnable(config: &Config) -> Result<(), StartError> {
     let mut gaps = Vec::new();
     for (name, destination) in &config.destinations {
         let runnable = match destination.kind {
-            DestinationKind::Http(_) | DestinationKind::Log(_) => false,
+            DestinationKind::Http(_) | DestinationKind::Log(_) => true,
             DestinationKind::Rabbitmq(_) | DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {
                 false
             }
@@ -74,5 +90,172 @@ pub fn require_postgres(config: &Config) -> Result<(), StartError> {
                 ),
             ))
         }
+    }
+}
+
+/// The outbox poller's settings, from `outbox.*`.
+pub fn outbox_settings(config: &Config) -> OutboxSettings {
+    let outbox = &config.outbox;
+    OutboxSettings {
+        poll_interval: Duration::from_millis(outbox.poll_interval_ms),
+        batch_size: outbox.batch_size,
+        concurrency: outbox.concurrency as usize,
+        retry: RetryPolicy {
+            base_delay_ms: outbox.retry_base_delay_ms,
+            max_delay_ms: outbox.retry_max_delay_ms,
+        },
+        claim_timeout: Duration::from_millis(outbox.claim_timeout_ms),
+        pending_gauge_interval: Duration::from_millis(outbox.pending_gauge_interval_ms),
+        shutdown_timeout: Duration::from_millis(outbox.shutdown_timeout_ms),
+    }
+}
+
+/// The destinations and routes of the outbox, built once at start (OPS-23 step 5, second half).
+pub struct OutboxParts {
+    pub routes: Vec<Route>,
+    /// Every `baseUrl` and `tokenUrl` with its key, for the private-address guard (DST-32).
+    pub outbound_urls: Vec<(String, url::Url)>,
+}
+
+pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, StartError> {
+    let shared_http = SharedHttp::new();
+    let mut destinations = BTreeMap::new();
+    let mut outbound_urls = Vec::new();
+    for (name, destination) in &config.destinations {
+        let publisher: Arc<dyn Publisher> = match &destination.kind {
+            DestinationKind::Http(_) => {
+                let settings = http_settings(config, destination);
+                outbound_urls.extend(settings.private_address_targets());
+                let publisher = HttpPublisher::new(settings, &shared_http)
+                    .map_err(|err| StartError::new("build the destinations", err))?;
+                Arc::new(CountingHttpPublisher {
+                    inner: publisher,
+                    metrics: metrics.clone(),
+                })
+            }
+            DestinationKind::Log(log) => Arc::new(
+                LogPublisher::open(LogDestinationSettings {
+                    name: name.clone(),
+                    file: log.file.clone(),
+                    static_headers: static_headers(destination),
+                })
+                .map_err(|err| StartError::new("build the destinations", err))?,
+            ),
+            // `check_runnable` has refused these before we get here.
+            DestinationKind::Rabbitmq(_) | DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {
+                return Err(StartError::new(
+                    "build the destinations",
+                    format!(
+                        "this build of QueueBox has no publisher for '{name}' of type '{}'",
+                        destination.kind.type_name()
+                    ),
+                ));
+            }
+        };
+        destinations.insert(
+            name.clone(),
+            Arc::new(Destination {
+                name: name.clone(),
+                publisher,
+            }),
+        );
+    }
+    let routes = config
+        .routes
+        .iter()
+        .map(|route| {
+            // CFG-103 guarantees the name exists; a gap here is a bug, reported, never a panic.
+            let destination = destinations
+                .get(&route.destination)
+                .cloned()
+                .ok_or_else(|| {
+                    StartError::new(
+                        "build the destinations",
+                        format!("no destination named {}", route.destination),
+                    )
+                })?;
+            Ok(Route {
+                pattern: route.topic_pattern.clone(),
+                destination,
+            })
+        })
+        .collect::<Result<Vec<_>, StartError>>()?;
+    Ok(OutboxParts {
+        routes,
+        outbound_urls,
+    })
+}
+
+fn static_headers(destination: &DestinationConfig) -> Vec<(String, Secret)> {
+    destination
+        .headers
+        .iter()
+        .map(|(name, value)| (name.as_str().to_owned(), value.clone()))
+        .collect()
+}
+
+fn http_settings(config: &Config, destination: &DestinationConfig) -> HttpDestinationSettings {
+    let DestinationKind::Http(http) = &destination.kind else {
+        unreachable!("http_settings is called for http destinations only")
+    };
+    let auth = http.auth.as_ref().map(|auth| match auth {
+        DestinationAuth::Oauth2 {
+            client_id,
+            client_secret,
+            token_url,
+            scope,
+            extra_params,
+        } => HttpAuth::OAuth2 {
+            client_id: client_id.clone(),
+            client_secret: client_secret.clone(),
+            token_url: token_url.clone(),
+            scope: scope.clone(),
+            extra_params: extra_params
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        },
+        DestinationAuth::Basic { username, password } => HttpAuth::Basic {
+            username: username.clone(),
+            password: password.clone(),
+        },
+        DestinationAuth::Header {
+            header_name,
+            header_value,
+        } => HttpAuth::Header {
+            name: header_name.as_str().to_owned(),
+            value: header_value.clone(),
+        },
+    });
+    HttpDestinationSettings {
+        name: destination.name.clone(),
+        base_url: http.base_url.clone(),
+        path: http.path.clone(),
+        timeout: Duration::from_millis(http.timeout_ms),
+        static_headers: static_headers(destination),
+        auth,
+        max_error_body_bytes: config.http.max_error_body_bytes as usize,
+    }
+}
+
+/// Counts `queuebox_http_publish_responses_total{status_class}` (DST-29) around the HTTP
+/// connector, which knows nothing of metrics.
+struct CountingHttpPublisher {
+    inner: HttpPublisher,
+    metrics: Metrics,
+}
+
+#[async_trait::async_trait]
+impl Publisher for CountingHttpPublisher {
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
+
+    async fn publish(&self, message: &OutgoingMessage) -> Outcome {
+        let (outcome, status) = self.inner.publish_detailed(message).await;
+        if let Some(status) = status {
+            self.metrics.http_publish_responses(status).inc();
+        }
+        outcome
     }
 }
