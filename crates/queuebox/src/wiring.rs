@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use queuebox_config::{
-    Config, DatabaseType, Destination as DestinationConfig, DestinationAuth, DestinationKind,
-    SourceKind,
+    CaptureMode, Config, DatabaseType, Destination as DestinationConfig, DestinationAuth,
+    DestinationKind, InboxRetentionPolicy, OutboxRetentionPolicy, SourceKind,
 };
 use queuebox_core::Secret;
 use queuebox_core::delivery::{Outcome, OutgoingMessage, Publisher};
@@ -64,6 +64,20 @@ pub fn check_runnable(config: &Config) -> Result<(), StartError> {
                 source.kind.type_name()
             ));
         }
+    }
+    // Configured features whose engine part comes in a later build.
+    if config.outbox.capture_mode == CaptureMode::Notify {
+        gaps.push("LISTEN/NOTIFY wake-ups (outbox.capture.mode: notify)".to_owned());
+    }
+    let retention = &config.retention;
+    if retention.enabled
+        && (retention.outbox.policy != OutboxRetentionPolicy::Disabled
+            || retention.inbox.policy != InboxRetentionPolicy::Disabled)
+    {
+        gaps.push("retention (retention.enabled: true)".to_owned());
+    }
+    if config.admin.enabled {
+        gaps.push("the admin API (admin.enabled: true)".to_owned());
     }
     if gaps.is_empty() {
         return Ok(());

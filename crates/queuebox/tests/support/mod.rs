@@ -4,3 +4,6 @@
 pub mod markdown;
 pub mod pg;
 pub mod process;
+pub mod proxy;
+pub mod receiver;
+pub mod service;
