@@ -10,6 +10,7 @@
 pub mod conformance;
 pub mod error;
 pub mod guard;
+pub mod inbox;
 pub mod migrate;
 pub mod outbox;
 pub mod store;
@@ -18,6 +19,10 @@ pub mod versions;
 pub use error::{StoreAction, StoreError};
 pub use guard::{
     ColumnFix, SchemaDialect, SchemaFacts, SchemaProblem, TableFacts, TableKind, evaluate_schema,
+};
+pub use inbox::{
+    Consumption, ForwardedRow, InboxStore, InsertOutcome, NewInboxRow, RelayRow, RetentionRule,
+    Schedule,
 };
 pub use migrate::{MigrationBackend, MigrationSession, MigrationState, run_migrate};
 pub use outbox::{Claim, ClaimedRow, OutboxStore, PendingStats, TerminalWrite};
