@@ -17,4 +17,13 @@ pub enum EngineError {
         component: &'static str,
         reason: String,
     },
+
+    /// A setting of the intake, the relay or retention that the loop cannot run with (the
+    /// configuration validates these; reported instead of a panic, like `ZeroSetting`).
+    #[error("The {owner} cannot run with {setting} = {value}.")]
+    BadSetting {
+        owner: &'static str,
+        setting: &'static str,
+        value: String,
+    },
 }

@@ -1,4 +1,5 @@
-//! HTTP connectors: the HTTP and `log` destinations (the HTTP source comes later).
+//! QueueBox over HTTP: the webhook sources (axum routes), the HTTP and `log` destinations, and the data and management ports.
 
 pub mod destination;
 pub mod server;
+pub mod source;

@@ -1,11 +1,13 @@
 //! The PostgreSQL store: connection pool, waiting for the database at start, the bundled
 //! migrations with their history and lock, the start-up schema guard and the notify objects
-//! (schema.md §1, §4, §5.1, §9–§11), and the outbox statements of the poller (outbox.md §5, §7,
-//! §9, §12).
+//! (schema.md §1, §4, §5.1, §9–§11), the outbox statements of the poller (outbox.md §5, §7,
+//! §9, §12), and the inbox, relay and retention statements (inbox.md §9, §11; operations.md §7).
 
 mod connect;
 mod dialect;
 mod guard;
+mod inbox;
+mod inbox_sql;
 mod migrate;
 mod outbox;
 mod outbox_sql;

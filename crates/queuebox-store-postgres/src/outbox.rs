@@ -25,12 +25,12 @@ const OUTCOME_DEAD: i32 = 2;
 
 /// Milliseconds for an `INTERVAL` parameter. A duration past `i64::MAX` ms cannot come from
 /// the configuration; saturating lets PostgreSQL refuse it as out of range instead of wrapping.
-fn millis(duration: Duration) -> i64 {
+pub(crate) fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// The arrays of a fenced batch: ids and tokens, in the same order.
-fn claim_arrays(claims: &[Claim]) -> (Vec<Uuid>, Vec<Uuid>) {
+pub(crate) fn claim_arrays(claims: &[Claim]) -> (Vec<Uuid>, Vec<Uuid>) {
     claims.iter().map(|c| (c.id, c.token)).unzip()
 }
 
@@ -90,7 +90,7 @@ impl FinishArrays {
 }
 
 impl PgStore {
-    fn outbox_error(&self, during: &'static str) -> impl Fn(String) -> StoreError {
+    pub(crate) fn outbox_error(&self, during: &'static str) -> impl Fn(String) -> StoreError {
         move |reason| StoreError::Database {
             action: StoreAction::UseDatabase,
             during,
@@ -98,7 +98,7 @@ impl PgStore {
         }
     }
 
-    async fn client(&self, during: &'static str) -> Result<Object, StoreError> {
+    pub(crate) async fn client(&self, during: &'static str) -> Result<Object, StoreError> {
         self.pool
             .get()
             .await
@@ -106,7 +106,7 @@ impl PgStore {
     }
 
     /// Runs one statement on one pooled connection and returns its rows.
-    async fn rows(
+    pub(crate) async fn rows(
         &self,
         during: &'static str,
         sql: &str,
@@ -121,7 +121,7 @@ impl PgStore {
     }
 
     /// The (id, token) answer of a fenced write, as claims.
-    async fn fenced(
+    pub(crate) async fn fenced(
         &self,
         during: &'static str,
         sql: &str,

@@ -50,7 +50,7 @@ fn names(layout: &TableLayout) -> Vec<(&'static str, String)> {
 
 /// Replaces each `{placeholder}` of a template. A brace pair that names no placeholder stays
 /// as written; the unit tests make sure no template has one.
-fn render(template: &str, names: &[(&'static str, String)]) -> String {
+pub(crate) fn render<P: AsRef<str>>(template: &str, names: &[(P, String)]) -> String {
     let mut out = String::with_capacity(template.len() + 64);
     let mut rest = template;
     while let Some(open) = rest.find('{') {
@@ -60,7 +60,7 @@ fn render(template: &str, names: &[(&'static str, String)]) -> String {
             let name = &after[..close];
             names
                 .iter()
-                .find(|(placeholder, _)| *placeholder == name)
+                .find(|(placeholder, _)| placeholder.as_ref() == name)
                 .map(|(_, quoted)| (quoted, close))
         });
         match replaced {

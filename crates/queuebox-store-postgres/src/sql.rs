@@ -42,6 +42,21 @@ pub(crate) const OUTBOX_FINISH: &str = include_str!("../queries/outbox/finish.sq
 pub(crate) const OUTBOX_RELEASE: &str = include_str!("../queries/outbox/release.sql");
 pub(crate) const OUTBOX_RECLAIM: &str = include_str!("../queries/outbox/reclaim.sql");
 pub(crate) const OUTBOX_PENDING_STATS: &str = include_str!("../queries/outbox/pending_stats.sql");
+pub(crate) const INBOX_INSERT: &str = include_str!("../queries/inbox/insert.sql");
+pub(crate) const INBOX_CLAIM_LOCK: &str = include_str!("../queries/inbox/claim_lock.sql");
+pub(crate) const INBOX_CLAIM: &str = include_str!("../queries/inbox/claim.sql");
+pub(crate) const INBOX_RENEW: &str = include_str!("../queries/inbox/renew.sql");
+pub(crate) const INBOX_FORWARD_INSERT: &str = include_str!("../queries/inbox/forward_insert.sql");
+pub(crate) const INBOX_FORWARD_MARK: &str = include_str!("../queries/inbox/forward_mark.sql");
+pub(crate) const INBOX_DEAD: &str = include_str!("../queries/inbox/dead.sql");
+pub(crate) const INBOX_RELEASE: &str = include_str!("../queries/inbox/release.sql");
+pub(crate) const INBOX_RECLAIM: &str = include_str!("../queries/inbox/reclaim.sql");
+pub(crate) const INBOX_OLDEST_PENDING_AGE: &str =
+    include_str!("../queries/inbox/oldest_pending_age.sql");
+pub(crate) const RETENTION_OUTBOX_AGE: &str = include_str!("../queries/retention/outbox_age.sql");
+pub(crate) const RETENTION_OUTBOX_COUNT: &str =
+    include_str!("../queries/retention/outbox_count.sql");
+pub(crate) const RETENTION_INBOX_AGE: &str = include_str!("../queries/retention/inbox_age.sql");
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,5 @@
 //! `PgStore`: the PostgreSQL store's handle (pool, layout, rendered statements, timeouts) and its
-//! `SchemaStore` implementation (`OutboxStore` is in `outbox.rs`).
+//! `SchemaStore` implementation (`OutboxStore` is in `outbox.rs`, `InboxStore` in `inbox.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +14,7 @@ use queuebox_store::{
 };
 
 use crate::dialect::PgDialect;
+use crate::inbox_sql::InboxSql;
 use crate::migrate::PgMigrationBackend;
 use crate::outbox_sql::OutboxSql;
 use crate::{connect, guard, redact, sql};
@@ -25,6 +26,8 @@ pub struct PgStore {
     layout: TableLayout,
     /// The outbox statements with this layout's names, rendered once (`outbox_sql.rs`).
     pub(crate) outbox_sql: Arc<OutboxSql>,
+    /// The inbox, relay and retention statements, rendered once (`inbox_sql.rs`).
+    pub(crate) inbox_sql: Arc<InboxSql>,
     startup_timeout_ms: u64,
     operation_timeout: Duration,
     pub(crate) password: Secret,
@@ -51,6 +54,7 @@ impl PgStore {
             pool,
             layout: db.layout.clone(),
             outbox_sql: Arc::new(OutboxSql::new(&db.layout)),
+            inbox_sql: Arc::new(InboxSql::new(&db.layout)),
             startup_timeout_ms: db.startup_timeout_ms,
             operation_timeout: Duration::from_millis(db.connection_timeout_ms),
             password: target.password.clone(),

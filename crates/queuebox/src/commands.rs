@@ -67,7 +67,9 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, StartError> {
 }
 
 pub(crate) fn fail(err: &StartError) -> u8 {
-    tracing::error!("{err}");
+    if !err.is_reported() {
+        tracing::error!("{err}");
+    }
     1
 }
 

@@ -7,17 +7,23 @@ use std::time::Duration;
 
 use queuebox_config::{CaptureMode, Config};
 use queuebox_core::redact::redact;
+use queuebox_engine::intake::{Intake, IntakeError, IntakeHandle, IntakeSettings};
 use queuebox_engine::metrics::{DbPoolStatus, Metrics};
-use queuebox_engine::outbox::{OutboxPoller, PollerHealth};
+use queuebox_engine::outbox::OutboxPoller;
+use queuebox_engine::relay::Relay;
+use queuebox_engine::retention::{Retention, RetentionSettings};
 use queuebox_http::destination::check_private_addresses;
 use queuebox_http::server::{
     self, ComponentDown, DataPortRoutes, Endpoints, OperationalRoutes, ReadinessComponent,
     ServerHandle, ServerSettings,
 };
-use queuebox_store::{MigrateRequest, SchemaStore};
+use queuebox_http::source::{
+    HttpSourceRoute, IntakeRefused, IntakeSettings as RouteSettings, IntakeSink, source_routes,
+};
+use queuebox_store::{InsertOutcome, MigrateRequest, NewInboxRow, SchemaStore};
 use queuebox_store_postgres::PgStore;
-use tokio::sync::Notify;
-use tokio::task::JoinSet;
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::commands::{connect, fail, load, runtime, store_error};
@@ -54,21 +60,94 @@ pub fn run(config: Option<PathBuf>) -> u8 {
     code
 }
 
+/// One background task with its own stop signal, so the shutdown can stop them in order.
+struct Task {
+    name: &'static str,
+    cancel: CancellationToken,
+    handle: JoinHandle<()>,
+}
+
+/// Spawns background tasks; each reports to `ended` when it returns, so the supervisor notices
+/// a task that stops by itself.
+struct Tasks {
+    started: Vec<Task>,
+    ended: mpsc::UnboundedSender<(&'static str, Result<(), String>)>,
+}
+
+impl Tasks {
+    fn spawn<F>(&mut self, name: &'static str, run: impl FnOnce(CancellationToken) -> F)
+    where
+        F: Future<Output = Result<(), String>> + Send + 'static,
+    {
+        let cancel = CancellationToken::new();
+        let future = run(cancel.clone());
+        let ended = self.ended.clone();
+        let handle = tokio::spawn(async move {
+            let result = future.await;
+            let _ = ended.send((name, result));
+        });
+        self.started.push(Task {
+            name,
+            cancel,
+            handle,
+        });
+    }
+
+    /// Stops the named task and waits for it; each step is guarded on its own (OPS-27).
+    async fn stop(&mut self, name: &str) {
+        let Some(index) = self.started.iter().position(|t| t.name == name) else {
+            return;
+        };
+        let task = self.started.remove(index);
+        task.cancel.cancel();
+        if let Err(err) = task.handle.await {
+            tracing::warn!(
+                "Stopping {} failed. The shutdown continues. Reason: {}",
+                task.name,
+                redact(&err.to_string())
+            );
+        }
+    }
+
+    async fn stop_all(&mut self) {
+        while let Some(task) = self.started.first() {
+            let name = task.name;
+            self.stop(name).await;
+        }
+    }
+}
+
 /// Everything `run` started, in the order the shutdown stops it.
 struct Service {
     config: Config,
     store: Arc<PgStore>,
     servers: ServerHandle,
     signals: Signals,
-    cancel_poller: CancellationToken,
-    tasks: JoinSet<(&'static str, Result<(), String>)>,
+    tasks: Tasks,
+    ended: mpsc::UnboundedReceiver<(&'static str, Result<(), String>)>,
+}
+
+/// Adapts the engine's write-combining batcher to the HTTP source's sink.
+struct EngineSink(IntakeHandle);
+
+#[async_trait::async_trait]
+impl IntakeSink for EngineSink {
+    async fn store(&self, row: NewInboxRow) -> Result<InsertOutcome, IntakeRefused> {
+        self.0.store(row).await.map_err(|err| match err {
+            IntakeError::StorageFailed { .. } => IntakeRefused::StorageFailed,
+            IntakeError::ShuttingDown => IntakeRefused::ShuttingDown,
+        })
+    }
 }
 
 /// OPS-23 steps 5–14.
 async fn start(config: Config) -> Result<Service, StartError> {
     wiring::check_runnable(&config)?;
+    wiring::check_admin(&config)?;
     let metrics = Metrics::new(env!("CARGO_PKG_VERSION"));
     let parts = wiring::build_outbox(&config, &metrics)?;
+    let http_sources = HttpSourceRoute::all(config.sources.values())
+        .map_err(|err| StartError::new("build the sources", err))?;
     if config.http.block_private_addresses {
         check_private_addresses(&parts.outbound_urls)
             .await
@@ -79,49 +158,114 @@ async fn start(config: Config) -> Result<Service, StartError> {
     let signals =
         Signals::install().map_err(|err| StartError::new("install the signal handlers", err))?;
 
-    let mut tasks = JoinSet::new();
-    let cancel_poller = CancellationToken::new();
-    let wake = Arc::new(Notify::new());
+    // Step 12, in the order of OPS-23; the shutdown stops them in the order of OPS-26.
+    let (ended_tx, ended) = mpsc::unbounded_channel();
+    let mut tasks = Tasks {
+        started: Vec::new(),
+        ended: ended_tx,
+    };
+    let outbox_wake = Arc::new(Notify::new());
+    let relay_wake = Arc::new(Notify::new());
+    let mut readiness = vec![database_check(&store)];
+
     let poller = OutboxPoller::new(
         store.clone(),
         parts.routes,
         wiring::outbox_settings(&config),
         metrics.clone(),
-        wake,
+        outbox_wake.clone(),
     );
     let poller_health = poller.health();
-    let poller_cancel = cancel_poller.clone();
-    tasks.spawn(async move {
-        let result = poller.run(poller_cancel).await;
-        ("the outbox poller", result.map_err(|err| err.to_string()))
-    });
-    let gauges_cancel = cancel_poller.clone();
-    let gauges_store = store.clone();
-    let gauges_metrics = metrics.clone();
-    tasks.spawn(async move {
-        pool_gauges(&gauges_store, &gauges_metrics, gauges_cancel).await;
-        ("the pool gauges", Ok(()))
+    readiness.push(running_check("outbox-poller", move || {
+        poller_health.is_running()
+    }));
+    tasks.spawn("the outbox poller", |cancel| async move {
+        poller.run(cancel).await.map_err(|err| err.to_string())
     });
 
+    let retention_settings = RetentionSettings::from_config(&config.retention);
+    if retention_settings.is_enabled() {
+        let retention = Retention::new(store.clone(), retention_settings, metrics.clone());
+        let health = retention.health();
+        readiness.push(running_check("retention", move || health.is_running()));
+        tasks.spawn("retention", |cancel| async move {
+            retention.run(cancel).await.map_err(|err| err.to_string())
+        });
+    }
+
+    if config.inbox.relay.enabled {
+        let relay = Relay::new(
+            store.clone(),
+            wiring::relay_sources(&config),
+            wiring::relay_settings(&config),
+            metrics.clone(),
+            relay_wake.clone(),
+            outbox_wake.clone(),
+        );
+        let health = relay.health();
+        readiness.push(running_check("inbox-relay", move || health.is_running()));
+        tasks.spawn("the inbox relay", |cancel| async move {
+            relay.run(cancel).await.map_err(|err| err.to_string())
+        });
+    }
+
+    let intake = Intake::new(
+        store.clone(),
+        IntakeSettings::default(),
+        metrics.clone(),
+        relay_wake,
+    );
+    let sink: Arc<dyn IntakeSink> = Arc::new(EngineSink(intake.handle()));
+    tasks.spawn("the intake", |cancel| async move {
+        intake.run(cancel).await.map_err(|err| err.to_string())
+    });
+
+    let gauges_store = store.clone();
+    let gauges_metrics = metrics.clone();
+    tasks.spawn("the pool gauges", |cancel| async move {
+        pool_gauges(&gauges_store, &gauges_metrics, cancel).await;
+        Ok(())
+    });
+
+    // Step 13: the ports.
+    let routes = source_routes(
+        http_sources,
+        RouteSettings {
+            max_body_bytes: config.inbox.max_body_bytes,
+        },
+        sink,
+        metrics.clone(),
+    );
+    let renderer = metrics.clone();
     let endpoints = Endpoints {
-        readiness: readiness(&store, poller_health),
-        metrics: Arc::new(move || metrics.render()),
-        data_routes: DataPortRoutes::new(),
+        readiness,
+        metrics: Arc::new(move || renderer.render()),
+        data_routes: DataPortRoutes::new().merge_sources(routes),
         operational_routes: OperationalRoutes::new(),
     };
-    let settings = ServerSettings::new(config.server.http_port, config.server.management_port);
-    let servers = server::start(settings, endpoints).await.map_err(|err| {
-        cancel_poller.cancel();
-        StartError::new(format!("listen on port {}", err.port), err)
-    })?;
+    let mut settings = ServerSettings::new(config.server.http_port, config.server.management_port);
+    settings.max_body_bytes = Some(config.inbox.max_body_bytes);
+    let servers = match server::start(settings, endpoints).await {
+        Ok(servers) => servers,
+        Err(err) => {
+            let failure = StartError::new(format!("listen on port {}", err.port), err);
+            tracing::error!("{failure}");
+            // OPS-25: a step after the background tasks started runs the shutdown for what it
+            // started, so claimed rows go back to pending instead of waiting for their leases.
+            tasks.stop_all().await;
+            store.pool().close();
+            tracing::error!("QueueBox did not start. Reason: {}", failure.reason);
+            return Err(StartError::reported());
+        }
+    };
     servers.mark_started();
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),
-        http_port = servers.data_addr().port(),
-        management_port = servers.management_addr().map(|a| a.port()),
+        httpPort = servers.data_addr().port(),
+        managementPort = servers.management_addr().map(|a| a.port()),
         database = config.database.db_type.as_str(),
-        database_address = config.database.host_port.as_str(),
-        components = "outbox-poller",
+        databaseAddress = config.database.host_port.as_str(),
+        components = component_names(&config).as_str(),
         "QueueBox started"
     );
     Ok(Service {
@@ -129,9 +273,20 @@ async fn start(config: Config) -> Result<Service, StartError> {
         store,
         servers,
         signals,
-        cancel_poller,
         tasks,
+        ended,
     })
+}
+
+fn component_names(config: &Config) -> String {
+    let mut names = vec!["outbox-poller", "intake"];
+    if config.inbox.relay.enabled {
+        names.push("inbox-relay");
+    }
+    if config.retention.enabled {
+        names.push("retention");
+    }
+    names.join(", ")
 }
 
 /// Steps 8–10: connect (waiting up to `database.startupTimeoutMs`), migrate when
@@ -150,30 +305,35 @@ pub async fn start_database(config: &Config) -> Result<PgStore, StartError> {
     Ok(store)
 }
 
-/// OPS-18: `database` and `outbox-poller` after `process` (which the server adds).
-fn readiness(store: &Arc<PgStore>, poller: PollerHealth) -> Vec<ReadinessComponent> {
+/// OPS-18 `database`: a pooled connection and `SELECT 1` within 2000 ms.
+fn database_check(store: &Arc<PgStore>) -> ReadinessComponent {
     let store = store.clone();
-    vec![
-        ReadinessComponent::new("database", move || {
-            let store = store.clone();
-            async move {
-                match tokio::time::timeout(DATABASE_CHECK, store.ping()).await {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(_)) | Err(_) => Err(ComponentDown::Failed),
-                }
+    ReadinessComponent::new("database", move || {
+        let store = store.clone();
+        async move {
+            match tokio::time::timeout(DATABASE_CHECK, store.ping()).await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(_)) | Err(_) => Err(ComponentDown::Failed),
             }
-        }),
-        ReadinessComponent::new("outbox-poller", move || {
-            let running = poller.is_running();
-            async move {
-                if running {
-                    Ok(())
-                } else {
-                    Err(ComponentDown::Stopped)
-                }
+        }
+    })
+}
+
+/// A component that is up while its task runs.
+fn running_check(
+    name: &'static str,
+    running: impl Fn() -> bool + Send + Sync + 'static,
+) -> ReadinessComponent {
+    ReadinessComponent::new(name, move || {
+        let up = running();
+        async move {
+            if up {
+                Ok(())
+            } else {
+                Err(ComponentDown::Stopped)
             }
-        }),
-    ]
+        }
+    })
 }
 
 async fn pool_gauges(store: &PgStore, metrics: &Metrics, cancel: CancellationToken) {
@@ -199,13 +359,20 @@ impl Service {
     /// Waits for SIGTERM/SIGINT, or for a background task that ends by itself (a failure), then
     /// runs the shutdown. A second signal, or a shutdown longer than the OPS-29 bound, forces
     /// the exit with status 1; rows in flight then wait for their lease to expire.
-    async fn run_until_stopped(mut self) -> u8 {
+    async fn run_until_stopped(self) -> u8 {
+        let Service {
+            config,
+            store,
+            servers,
+            mut signals,
+            mut tasks,
+            mut ended,
+        } = self;
         let failed = tokio::select! {
-            () = self.signals.recv() => None,
-            Some(joined) = self.tasks.join_next() => Some(match joined {
-                Ok((task, Err(reason))) => format!("{task} failed: {reason}"),
-                Ok((task, Ok(()))) => format!("{task} stopped by itself"),
-                Err(err) => format!("a task panicked: {err}"),
+            () = signals.recv() => None,
+            Some((task, result)) = ended.recv() => Some(match result {
+                Err(reason) => format!("{task} failed: {reason}"),
+                Ok(()) => format!("{task} stopped by itself"),
             }),
         };
         if let Some(reason) = &failed {
@@ -214,30 +381,15 @@ impl Service {
         tracing::info!("Shutting down QueueBox...");
         // OPS-29: 5 s data drain + 30 s broker sources + outbox.shutdownTimeoutMs + 15 s.
         let bound =
-            Duration::from_secs(50) + Duration::from_millis(self.config.outbox.shutdown_timeout_ms);
-        let mut signals = self.signals;
-        let servers = self.servers;
-        let mut tasks = self.tasks;
-        let cancel_poller = self.cancel_poller;
-        let store = self.store;
+            Duration::from_secs(50) + Duration::from_millis(config.outbox.shutdown_timeout_ms);
         let shutdown = async move {
             servers.begin_shutdown(); // phase 1
-            servers.drain_data_port().await; // phase 2
-            cancel_poller.cancel(); // phase 5: the poller releases, waits, abandons
-            while let Some(joined) = tasks.join_next().await {
-                match joined {
-                    // OPS-27: each step is guarded on its own; the sequence continues.
-                    Ok((task, Err(reason))) => tracing::warn!(
-                        "Stopping {task} failed. The shutdown continues. Reason: {}",
-                        redact(&reason)
-                    ),
-                    Ok(_) => {}
-                    Err(err) => tracing::warn!(
-                        "Stopping a task failed. The shutdown continues. Reason: {}",
-                        redact(&err.to_string())
-                    ),
-                }
-            }
+            servers.drain_data_port().await; // phase 2: requests in a handler finish
+            tasks.stop("the intake").await; // their rows are committed before the pool closes
+            tasks.stop("the outbox poller").await; // phase 5: release, wait, abandon
+            tasks.stop("the inbox relay").await; // phase 6
+            tasks.stop("retention").await; // phase 7
+            tasks.stop_all().await;
             servers.stop_management_port().await; // phase 8
             store.pool().close(); // phase 9: the pool closes last (OPS-28)
         };

@@ -24,6 +24,20 @@ impl StartError {
     }
 }
 
+impl StartError {
+    /// A failure whose lines were already logged (a start that ran its shutdown, OPS-25).
+    pub fn reported() -> Self {
+        Self {
+            action: String::new(),
+            reason: String::new(),
+        }
+    }
+
+    pub fn is_reported(&self) -> bool {
+        self.action.is_empty()
+    }
+}
+
 impl fmt::Display for StartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use queuebox_config::{
     CaptureMode, Config, DatabaseType, Destination as DestinationConfig, DestinationAuth,
-    DestinationKind, InboxRetentionPolicy, OutboxRetentionPolicy, SourceKind,
+    DestinationKind, SourceKind,
 };
 use queuebox_core::Secret;
 use queuebox_core::delivery::{Outcome, OutgoingMessage, Publisher};
 use queuebox_core::retry::RetryPolicy;
 use queuebox_engine::metrics::Metrics;
 use queuebox_engine::outbox::{Destination, OutboxSettings, Route};
+use queuebox_engine::relay::{RelaySettings, RelaySource};
 use queuebox_http::destination::{
     HttpAuth, HttpDestinationSettings, HttpPublisher, LogDestinationSettings, LogPublisher,
     SharedHttp,
@@ -55,7 +56,7 @@ pub fn check_runnable(config: &Config) -> Result<(), StartError> {
     }
     for (name, source) in &config.sources {
         let runnable = match source.kind {
-            SourceKind::Http(_) => false,
+            SourceKind::Http(_) => true,
             SourceKind::Rabbitmq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => false,
         };
         if !runnable {
@@ -64,31 +65,59 @@ pub fn check_runnable(config: &Config) -> Result<(), StartError> {
                 source.kind.type_name()
             ));
         }
+        // JSONata arrives with the transforms; until then these keys would be ignored.
+        let expressions = [
+            (
+                "idempotencyKeyExpression",
+                source.idempotency_key_expression.is_some(),
+            ),
+            (
+                "aggregateIdExpression",
+                source.aggregate_id_expression.is_some(),
+            ),
+            (
+                "eventTypeExpression",
+                source.event_type_expression.is_some(),
+            ),
+            ("transform", source.transform.is_some()),
+        ];
+        for (key, set) in expressions {
+            if set {
+                gaps.push(format!("JSONata in sources.{name}.{key}"));
+            }
+        }
     }
     // Configured features whose engine part comes in a later build.
     if config.outbox.capture_mode == CaptureMode::Notify {
         gaps.push("LISTEN/NOTIFY wake-ups (outbox.capture.mode: notify)".to_owned());
     }
-    let retention = &config.retention;
-    if retention.enabled
-        && (retention.outbox.policy != OutboxRetentionPolicy::Disabled
-            || retention.inbox.policy != InboxRetentionPolicy::Disabled)
-    {
-        gaps.push("retention (retention.enabled: true)".to_owned());
-    }
-    if config.admin.enabled {
-        gaps.push("the admin API (admin.enabled: true)".to_owned());
-    }
     if gaps.is_empty() {
         return Ok(());
     }
+    let (them, it) = if gaps.len() == 1 {
+        ("it", "runs it")
+    } else {
+        ("them", "runs them")
+    };
     Err(StartError::new(
         "build the destinations",
         format!(
-            "this build of QueueBox cannot run {}. Remove them from the configuration, or use a build that runs them.",
+            "this build of QueueBox cannot run {}. Remove {them} from the configuration, or use a build that {it}.",
             gaps.join(", ")
         ),
     ))
+}
+
+/// OPS-23 step 6: the admin API is not part of this build, so `admin.enabled: true` stops the
+/// start instead of leaving the operator without the routes they configured.
+pub fn check_admin(config: &Config) -> Result<(), StartError> {
+    if config.admin.enabled {
+        return Err(StartError::new(
+            "enable the admin API",
+            "this build of QueueBox has no admin API yet; set admin.enabled: false",
+        ));
+    }
+    Ok(())
 }
 
 /// Only the PostgreSQL store exists in this build.
@@ -272,4 +301,30 @@ impl Publisher for CountingHttpPublisher {
         }
         outcome
     }
+}
+
+/// The push relay's settings, from `inbox.relay.*` (CFG-48).
+pub fn relay_settings(config: &Config) -> RelaySettings {
+    let relay = &config.inbox.relay;
+    RelaySettings {
+        poll_interval: Duration::from_millis(relay.poll_interval_ms),
+        batch_size: relay.batch_size,
+        claim_timeout: Duration::from_millis(relay.claim_timeout_ms),
+        pending_gauge_interval: Duration::from_millis(relay.pending_gauge_interval_ms),
+        // CFG-48 bounds it to a positive 32-bit integer.
+        max_attempts: i32::try_from(relay.max_attempts).unwrap_or(i32::MAX),
+    }
+}
+
+/// Every configured source with its relay topic. The relay claims only push rows, and only of
+/// these sources (RLY-2); a pull source's topic is never rendered.
+pub fn relay_sources(config: &Config) -> Vec<RelaySource> {
+    config
+        .sources
+        .values()
+        .map(|source| RelaySource {
+            name: source.name.clone(),
+            topic: source.topic.clone(),
+        })
+        .collect()
 }

@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 use super::Shared;
 use super::dispatch::{DepthGuard, Job};
 use super::held::{Entry, Stage};
-use super::repeat::RepeatLog;
 use super::row::{Prepared, prepare};
 use super::writer::Completion;
+use crate::repeat::RepeatLog;
 
 /// Where a claimed row goes next.
 pub struct Outlets {

@@ -11,7 +11,6 @@ mod claim;
 mod dispatch;
 mod held;
 mod renew;
-mod repeat;
 mod route;
 mod row;
 mod upkeep;

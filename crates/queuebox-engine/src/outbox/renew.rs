@@ -12,9 +12,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Level;
 
 use super::Shared;
-use super::repeat::RepeatLog;
 use super::row::row_event;
 use crate::metrics::Component;
+use crate::repeat::RepeatLog;
 
 /// OUT-40: `claimTimeoutMs / 3`, rounded down, at least 1 ms.
 pub fn renew_period(claim_timeout: Duration) -> Duration {

@@ -9,7 +9,7 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
-use super::repeat::RepeatLog;
+use crate::repeat::RepeatLog;
 
 /// OUT-46: at most once per `claimTimeoutMs / 5` (at least 1 ms).
 pub fn reclaim_period(claim_timeout: Duration) -> Duration {

@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Level;
 
 use super::Shared;
-use super::repeat::RepeatLog;
 use super::row::{RowLog, row_event};
 use crate::metrics::{Component, OutboxStatus};
+use crate::repeat::RepeatLog;
 
 /// Most terminal writes in one `finish` statement.
 pub const MAX_BATCH: usize = 256;

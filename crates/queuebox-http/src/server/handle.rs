@@ -43,6 +43,7 @@ pub async fn start(
     endpoints: Endpoints,
 ) -> Result<ServerHandle, BindError> {
     let process = Arc::new(ProcessState::default());
+    let source_paths = endpoints.data_routes.source_paths.clone();
     let readiness = Arc::new(Readiness::new(Arc::clone(&process), endpoints.readiness));
     let operational =
         operational_router(readiness, endpoints.metrics, endpoints.operational_routes);
@@ -66,7 +67,13 @@ pub async fn start(
         .map(|(router, (listener, addr))| {
             let state = Arc::new(PortState::new("management"));
             // inbox.maxBodyBytes is a data-port rule (OPS-6).
-            let service = PortService::new(router, Arc::clone(&state), settings.limits, None);
+            let service = PortService::new(
+                router,
+                Arc::clone(&state),
+                settings.limits,
+                None,
+                Vec::new(),
+            );
             Listener::serve(listener, addr, service, state, Arc::clone(&http))
         });
     let (listener, addr) = data_listener;
@@ -76,6 +83,7 @@ pub async fn start(
         Arc::clone(&state),
         settings.limits,
         settings.max_body_bytes,
+        source_paths,
     );
     let data = Listener::serve(listener, addr, service, state, http);
     Ok(ServerHandle {

@@ -20,6 +20,9 @@ use super::respond::{self, PROMETHEUS_TEXT, TEXT};
 #[derive(Default)]
 pub struct DataPortRoutes {
     router: Router,
+    /// Paths of the inbox source routes: every answer on them, the server's own included,
+    /// carries `X-Correlation-Id` (inbox.md INB-6).
+    pub(crate) source_paths: Vec<String>,
 }
 
 impl DataPortRoutes {
@@ -30,6 +33,13 @@ impl DataPortRoutes {
     /// Merges more routes in; may be called once per feature.
     pub fn merge(mut self, routes: Router) -> Self {
         self.router = self.router.merge(routes);
+        self
+    }
+
+    /// Merges the inbox source routes in and remembers their paths (INB-6).
+    pub fn merge_sources(mut self, routes: crate::source::SourceRoutes) -> Self {
+        self.router = self.router.merge(routes.router);
+        self.source_paths.extend(routes.paths);
         self
     }
 }

@@ -2,6 +2,7 @@
 //! (OPS-26), header limits and the declared-size check (OPS-6), the body deadline, the
 //! panic guard and the JSON shape of the router's own errors (OPS-7).
 
+use std::collections::HashSet;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -20,6 +21,7 @@ use super::HttpLimits;
 use super::body::DeadlineBody;
 use super::respond;
 use super::unwind::CatchUnwind;
+use crate::source::CorrelationId;
 
 /// Draining flag and in-flight count of one port.
 pub(crate) struct PortState {
@@ -79,6 +81,8 @@ struct Inner {
     state: Arc<PortState>,
     limits: HttpLimits,
     max_body_bytes: Option<u64>,
+    /// Inbox source routes: their answers all carry `X-Correlation-Id` (INB-6).
+    source_paths: HashSet<String>,
 }
 
 impl PortService {
@@ -87,6 +91,7 @@ impl PortService {
         state: Arc<PortState>,
         limits: HttpLimits,
         max_body_bytes: Option<u64>,
+        source_paths: Vec<String>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -94,6 +99,7 @@ impl PortService {
                 state,
                 limits,
                 max_body_bytes,
+                source_paths: source_paths.into_iter().collect(),
             }),
         }
     }
@@ -113,7 +119,18 @@ impl hyper::service::Service<Request<Incoming>> for PortService {
 }
 
 impl Inner {
-    async fn handle(&self, request: Request<Incoming>) -> Response<Body> {
+    /// On a source route, the correlation id is fixed before anything can answer, handed to
+    /// the route through the request extensions, and stamped on whatever answers.
+    async fn handle(&self, mut request: Request<Incoming>) -> Response<Body> {
+        if !self.source_paths.contains(request.uri().path()) {
+            return self.answer(request).await;
+        }
+        let correlation = CorrelationId::from_headers(request.headers());
+        request.extensions_mut().insert(correlation.clone());
+        correlation.stamp(self.answer(request).await)
+    }
+
+    async fn answer(&self, request: Request<Incoming>) -> Response<Body> {
         // The whole-request clock starts when the head is in (hyper gives no earlier time).
         let deadline = Instant::now() + self.limits.request_timeout;
         let Some(_in_flight) = self.state.enter() else {

@@ -6,14 +6,15 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use queuebox_core::{SqlIdentifier, TableLayout};
 use queuebox_store::conformance::{
-    self as suite, ConformanceDatabase, ConformanceFactory, NewOutboxRow, OutboxSnapshot,
+    self as suite, ConformanceDatabase, ConformanceFactory, InboxSnapshot, NewOutboxRow,
+    OutboxSnapshot,
 };
-use queuebox_store::{OutboxStore, SchemaStore};
+use queuebox_store::{InboxStore, OutboxStore, SchemaStore};
 use uuid::Uuid;
 
 use crate::support::TestDb;
 
-struct PgFactory;
+pub(crate) struct PgFactory;
 
 #[async_trait]
 impl ConformanceFactory for PgFactory {
@@ -29,6 +30,20 @@ fn q(name: &SqlIdentifier) -> String {
 /// A timestamptz column as microseconds since the epoch.
 fn micros(column: &SqlIdentifier) -> String {
     format!("(extract(epoch from {}) * 1000000)::bigint", q(column))
+}
+
+impl TestDb {
+    /// Every id of a table, sorted.
+    async fn ids(&self, table: &SqlIdentifier, id: &SqlIdentifier) -> Vec<Uuid> {
+        let sql = format!("SELECT {} FROM {} ORDER BY 1", q(id), q(table));
+        self.admin
+            .query(&sql, &[])
+            .await
+            .expect("read ids")
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    }
 }
 
 #[async_trait]
@@ -193,6 +208,153 @@ impl ConformanceDatabase for TestDb {
         );
         let n = self.admin.execute(&sql, &[&id]).await.expect("replay");
         assert_eq!(n, 1, "replayed row {id} exists");
+    }
+
+    async fn inbox_store(&self, layout: TableLayout) -> Box<dyn InboxStore> {
+        Box::new(self.store_with(layout).await)
+    }
+
+    async fn create_inbox_by_hand(&self, layout: &TableLayout) {
+        self.exec(queuebox_store_postgres::bundled_sql(2).expect("v2"))
+            .await;
+        for (_, default, column) in layout.inbox.entries() {
+            if column.as_str() != default {
+                self.exec(&format!(
+                    "ALTER TABLE inbox RENAME COLUMN \"{default}\" TO {}",
+                    q(column)
+                ))
+                .await;
+            }
+        }
+        if layout.inbox_table.as_str() != "inbox" {
+            self.exec(&format!(
+                "ALTER TABLE inbox RENAME TO {}",
+                q(&layout.inbox_table)
+            ))
+            .await;
+        }
+    }
+
+    async fn inbox_row(&self, layout: &TableLayout, id: Uuid) -> InboxSnapshot {
+        let c = &layout.inbox;
+        let sql = format!(
+            "SELECT {}, {}::text, {}::text, {}::text, {}::text, {}::text, {}::text, {}::text, \
+                    {}::text, {}, {}, {}, {}, {}, {}, {}, {}::text, {}, \
+                    (extract(epoch from clock_timestamp()) * 1000000)::bigint \
+             FROM {} WHERE {} = $1",
+            q(&c.id),
+            q(&c.source),
+            q(&c.idempotency_key),
+            q(&c.aggregate_id),
+            q(&c.event_type),
+            q(&c.payload),
+            q(&c.headers),
+            q(&c.state),
+            q(&c.consumption),
+            q(&c.attempt),
+            micros(&c.scheduled_at),
+            micros(&c.created_at),
+            micros(&c.processed_at),
+            micros(&c.claimed_at),
+            q(&c.claim_token),
+            micros(&c.lease_expires_at),
+            q(&c.correlation_id),
+            q(&c.last_error),
+            q(&layout.inbox_table),
+            q(&c.id),
+        );
+        let r = self
+            .admin
+            .query_one(&sql, &[&id])
+            .await
+            .unwrap_or_else(|e| panic!("read inbox row {id}: {e}"));
+        InboxSnapshot {
+            id: r.get(0),
+            source: r.get(1),
+            idempotency_key: r.get(2),
+            aggregate_id: r.get(3),
+            event_type: r.get(4),
+            payload: r.get(5),
+            headers: r.get(6),
+            state: r.get(7),
+            consumption: r.get(8),
+            attempt: r.get(9),
+            scheduled_at: r.get(10),
+            created_at: r.get(11),
+            processed_at: r.get(12),
+            claimed_at: r.get(13),
+            claim_token: r.get(14),
+            lease_expires_at: r.get(15),
+            correlation_id: r.get(16),
+            last_error: r.get(17),
+            read_at: r.get(18),
+        }
+    }
+
+    async fn inbox_ids(&self, layout: &TableLayout) -> Vec<Uuid> {
+        self.ids(&layout.inbox_table, &layout.inbox.id).await
+    }
+
+    async fn outbox_ids(&self, layout: &TableLayout) -> Vec<Uuid> {
+        self.ids(&layout.outbox_table, &layout.outbox.id).await
+    }
+
+    async fn backdate_inbox(&self, layout: &TableLayout, id: Uuid, ms: i64) {
+        let c = &layout.inbox;
+        let sql = format!(
+            "UPDATE {t} SET {s} = {s} - $2::bigint * INTERVAL '1 millisecond', \
+             {c} = {c} - $2::bigint * INTERVAL '1 millisecond' WHERE {id} = $1",
+            t = q(&layout.inbox_table),
+            s = q(&c.scheduled_at),
+            c = q(&c.created_at),
+            id = q(&c.id),
+        );
+        let n = self
+            .admin
+            .execute(&sql, &[&id, &ms])
+            .await
+            .expect("backdate");
+        assert_eq!(n, 1, "backdated inbox row {id} exists");
+    }
+
+    async fn backdate_outbox(&self, layout: &TableLayout, id: Uuid, ms: i64) {
+        let c = &layout.outbox;
+        let sql = format!(
+            "UPDATE {t} SET {s} = {s} - $2::bigint * INTERVAL '1 millisecond', \
+             {c} = {c} - $2::bigint * INTERVAL '1 millisecond', \
+             {u} = {u} - $2::bigint * INTERVAL '1 millisecond' WHERE {id} = $1",
+            t = q(&layout.outbox_table),
+            s = q(&c.scheduled_at),
+            c = q(&c.created_at),
+            u = q(&c.updated_at),
+            id = q(&c.id),
+        );
+        let n = self
+            .admin
+            .execute(&sql, &[&id, &ms])
+            .await
+            .expect("backdate");
+        assert_eq!(n, 1, "backdated outbox row {id} exists");
+    }
+
+    async fn claim_by_hand(&self, layout: &TableLayout, id: Uuid, lease_ms: i64) {
+        let c = &layout.inbox;
+        let sql = format!(
+            "UPDATE {} SET {} = 'processing', {} = gen_random_uuid(), {} = clock_timestamp(), \
+             {} = clock_timestamp() + $2::bigint * INTERVAL '1 millisecond' WHERE {} = $1",
+            q(&layout.inbox_table),
+            q(&c.state),
+            q(&c.claim_token),
+            q(&c.claimed_at),
+            q(&c.lease_expires_at),
+            q(&c.id),
+        );
+        let n = self
+            .admin
+            .execute(&sql, &[&id, &lease_ms])
+            .await
+            .expect("claim by hand");
+        assert_eq!(n, 1, "claimed inbox row {id} exists");
     }
 
     async fn cleanup(self: Box<Self>) {

@@ -2,9 +2,10 @@
 //! database (architecture.md rule 2). Each function takes a factory that gives it a fresh,
 //! empty namespace of its own, and panics on a failed expectation.
 //!
-//! The outbox checks need a few set-up and inspection steps that are no part of any store
-//! trait (inserting rows as an application would, reading a row back, a replay by hand); each
-//! store's test crate provides them through [`ConformanceDatabase`] in its own SQL.
+//! The outbox and inbox checks need a few set-up and inspection steps that are no part of any
+//! store trait (inserting rows as an application would, reading a row back, a replay or a pull
+//! claim by hand, moving a row's times into the past); each store's test crate provides them
+//! through [`ConformanceDatabase`] in its own SQL.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -15,19 +16,31 @@ use async_trait::async_trait;
 use queuebox_core::TableLayout;
 use uuid::Uuid;
 
+use crate::inbox::InboxStore;
 use crate::outbox::OutboxStore;
 use crate::store::SchemaStore;
 
+mod inbox_insert;
+mod inbox_support;
 mod outbox_claim;
 mod outbox_load;
 mod outbox_recovery;
 mod outbox_writes;
+mod relay_claim;
+mod relay_load;
+mod relay_writes;
+mod retention;
 mod schema;
 
+pub use inbox_insert::*;
 pub use outbox_claim::*;
 pub use outbox_load::*;
 pub use outbox_recovery::*;
 pub use outbox_writes::*;
+pub use relay_claim::*;
+pub use relay_load::*;
+pub use relay_writes::*;
+pub use retention::*;
 pub use schema::*;
 
 /// One outbox row as an application inserts it (OUT-4). `scheduled_in_ms` is added to the
@@ -98,6 +111,30 @@ pub struct OutboxSnapshot {
     pub read_at: i64,
 }
 
+/// Every column of one inbox row as stored, with times and `read_at` as in [`OutboxSnapshot`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct InboxSnapshot {
+    pub id: Uuid,
+    pub source: String,
+    pub idempotency_key: String,
+    pub aggregate_id: Option<String>,
+    pub event_type: Option<String>,
+    pub payload: String,
+    pub headers: String,
+    pub state: String,
+    pub consumption: String,
+    pub attempt: i32,
+    pub scheduled_at: i64,
+    pub created_at: i64,
+    pub processed_at: Option<i64>,
+    pub claimed_at: Option<i64>,
+    pub claim_token: Option<Uuid>,
+    pub lease_expires_at: Option<i64>,
+    pub correlation_id: Option<String>,
+    pub last_error: Option<String>,
+    pub read_at: i64,
+}
+
 /// One empty test namespace (schema, database or file) of one store.
 #[async_trait]
 pub trait ConformanceDatabase: Send + Sync {
@@ -127,6 +164,36 @@ pub trait ConformanceDatabase: Send + Sync {
 
     /// Test set-up only: the replay write of outbox.md OUT-50 on one row, whatever its state.
     async fn replay_outbox(&self, layout: &TableLayout, id: Uuid);
+
+    /// The inbox side of a store on this namespace with these names; each call opens a store
+    /// of its own (a replica), with its own connections.
+    async fn inbox_store(&self, layout: TableLayout) -> Box<dyn InboxStore>;
+
+    /// Test set-up only: creates the inbox table with the layout's names, as an operator does
+    /// for renamed names (schema.md SCH-39).
+    async fn create_inbox_by_hand(&self, layout: &TableLayout);
+
+    /// Test inspection: one inbox row as stored. Panics when it does not exist.
+    async fn inbox_row(&self, layout: &TableLayout, id: Uuid) -> InboxSnapshot;
+
+    /// Test inspection: the ids of every inbox row, sorted.
+    async fn inbox_ids(&self, layout: &TableLayout) -> Vec<Uuid>;
+
+    /// Test inspection: the ids of every outbox row, sorted.
+    async fn outbox_ids(&self, layout: &TableLayout) -> Vec<Uuid>;
+
+    /// Test set-up only: moves the inbox row's `scheduled_at` and `created_at` `ms` into the
+    /// past.
+    async fn backdate_inbox(&self, layout: &TableLayout, id: Uuid, ms: i64);
+
+    /// Test set-up only: moves the outbox row's `scheduled_at`, `created_at` and `updated_at`
+    /// `ms` into the past.
+    async fn backdate_outbox(&self, layout: &TableLayout, id: Uuid, ms: i64);
+
+    /// Test set-up only: the claim of a pull worker (pull.md) on one row, whatever its
+    /// `consumption`: `processing`, a new token, `claimed_at` = now, lease = now + `lease_ms`
+    /// (negative: already expired).
+    async fn claim_by_hand(&self, layout: &TableLayout, id: Uuid, lease_ms: i64);
 
     /// Removes the namespace, best effort.
     async fn cleanup(self: Box<Self>);
@@ -175,6 +242,21 @@ pub(crate) async fn migrated(
         .await
         .expect("migrate");
     let store = db.outbox_store(TableLayout::default()).await;
+    (db, store)
+}
+
+/// A fresh namespace with the bundled migrations applied, and one inbox store on it.
+pub(crate) async fn inbox_migrated(
+    factory: &dyn ConformanceFactory,
+    name: &str,
+) -> (Box<dyn ConformanceDatabase>, Box<dyn InboxStore>) {
+    let db = factory.fresh(name).await;
+    db.store(TableLayout::default())
+        .await
+        .migrate(&crate::versions::MigrateRequest::default())
+        .await
+        .expect("migrate");
+    let store = db.inbox_store(TableLayout::default()).await;
     (db, store)
 }
 

@@ -44,9 +44,9 @@ impl Service {
             .find(|l| l["message"] == "QueueBox started")
             .cloned()
             .unwrap();
-        service.port = started["http_port"]
+        service.port = started["httpPort"]
             .as_u64()
-            .expect("http_port on the start line") as u16;
+            .expect("httpPort on the start line") as u16;
         service
     }
 
@@ -115,6 +115,13 @@ impl Service {
         code
     }
 
+    /// Waits for the process to exit by itself (after a signal sent earlier).
+    pub fn wait(mut self) -> Option<i32> {
+        let code = self.child.wait().unwrap().code();
+        self.drain_log();
+        code
+    }
+
     /// `kill -9`: no shutdown at all.
     pub fn kill_hard(mut self) {
         let _ = self.child.kill();
@@ -158,4 +165,87 @@ pub fn http_get(port: u16, path: &str) -> (u16, String) {
         .map(|(_, b)| b.to_owned())
         .unwrap_or_default();
     (status, body)
+}
+
+/// An HTTP answer as the tests read it.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Answer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+/// `POST path` with these headers and body, on a fresh connection.
+pub fn http_post(port: u16, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    parse_answer(&raw)
+}
+
+fn parse_answer(raw: &[u8]) -> Answer {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Answer {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+/// `queuebox migrate` against this database URL, so a test can write rows before it starts a
+/// service.
+pub fn migrate(database_url: &str) {
+    let scratch = Scratch::new("migrate");
+    let file = scratch.write(
+        "queuebox.yml",
+        &format!("database:\n  url: \"{database_url}\"\n"),
+    );
+    let output = queuebox(scratch.path())
+        .args(["migrate", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "queuebox migrate failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -1,0 +1,259 @@
+//! The write-combining intake (inbox.md §9, INB-49/50): every source hands its rows to one writer
+//! task, which stores the first waiting row plus everything already queued in ONE `insert_batch`
+//! (one transaction) and answers each caller only after that call returned, i.e. after the
+//! commit. Throughput then grows with the number of concurrent senders instead of being bounded
+//! by one fsync per message, and no source ever acknowledges a message before it is durable.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use queuebox_core::redact::redact;
+use queuebox_store::{Consumption, InboxStore, InsertOutcome, NewInboxRow};
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::EngineError;
+use crate::metrics::{InboxStatus, Metrics, RejectionReason};
+use crate::repeat::RepeatLog;
+
+/// The intake's sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IntakeSettings {
+    /// The most rows one `insert_batch` stores (for example 256).
+    pub max_batch: usize,
+    /// Rows that may wait for the writer; a caller beyond this waits for room (backpressure).
+    pub queue: usize,
+}
+
+impl Default for IntakeSettings {
+    fn default() -> Self {
+        Self {
+            max_batch: 256,
+            queue: 1024,
+        }
+    }
+}
+
+/// Why a row was not stored. Nothing was committed for the row in either case, so the source
+/// must not acknowledge it (INB-54, INB-66); the HTTP route answers 500 / 503.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IntakeError {
+    /// The batch's `insert_batch` failed (INB-50: a storage failure). `reason` is redacted.
+    #[error("The message could not be stored: {reason}")]
+    StorageFailed { reason: String },
+    /// The intake stopped accepting rows (shutdown).
+    #[error("QueueBox is shutting down")]
+    ShuttingDown,
+}
+
+/// One caller waiting for its row.
+struct Request {
+    row: NewInboxRow,
+    answer: oneshot::Sender<Result<InsertOutcome, IntakeError>>,
+}
+
+/// The callers' side: cheap to clone, one per source or route.
+#[derive(Clone)]
+pub struct IntakeHandle {
+    queue: mpsc::Sender<Request>,
+}
+
+impl IntakeHandle {
+    /// Stores one row and returns after the transaction that holds it committed (or failed).
+    /// Waits while the queue is full; never drops a row. Dropping the future after the row was
+    /// queued does not withdraw it: it is stored anyway, and a redelivery is then a duplicate.
+    pub async fn store(&self, row: NewInboxRow) -> Result<InsertOutcome, IntakeError> {
+        let (answer, wait) = oneshot::channel();
+        self.queue
+            .send(Request { row, answer })
+            .await
+            .map_err(|_| IntakeError::ShuttingDown)?;
+        // A dropped answer means the writer closed without handling the row (it was never
+        // given to the store), so nothing was stored.
+        wait.await.unwrap_or(Err(IntakeError::ShuttingDown))
+    }
+}
+
+/// The writer of one replica's inbox intake.
+pub struct Intake {
+    store: Arc<dyn InboxStore>,
+    settings: IntakeSettings,
+    metrics: Metrics,
+    relay_wake: Arc<Notify>,
+    queue: mpsc::Sender<Request>,
+    requests: mpsc::Receiver<Request>,
+}
+
+impl Intake {
+    /// `relay_wake` is the relay's wake-up: a stored push row ends its idle wait (RLY-14).
+    pub fn new(
+        store: Arc<dyn InboxStore>,
+        settings: IntakeSettings,
+        metrics: Metrics,
+        relay_wake: Arc<Notify>,
+    ) -> Self {
+        let (queue, requests) = mpsc::channel(settings.queue.max(1));
+        Self {
+            store,
+            settings,
+            metrics,
+            relay_wake,
+            queue,
+            requests,
+        }
+    }
+
+    /// A handle for the sources; take the handles before `run`.
+    pub fn handle(&self) -> IntakeHandle {
+        IntakeHandle {
+            queue: self.queue.clone(),
+        }
+    }
+
+    /// Writes batches until `cancel`; then refuses new rows (`ShuttingDown`), stores what is
+    /// already queued, and returns. A batch already sent to the store is always awaited: its
+    /// callers are answered with the real outcome.
+    pub async fn run(self, cancel: CancellationToken) -> Result<(), EngineError> {
+        if self.settings.max_batch == 0 {
+            return Err(EngineError::BadSetting {
+                owner: "inbox intake",
+                setting: "max_batch",
+                value: "0".into(),
+            });
+        }
+        let Self {
+            store,
+            settings,
+            metrics,
+            relay_wake,
+            queue,
+            mut requests,
+        } = self;
+        // Only the handles keep the channel open; the writer's own sender must not.
+        drop(queue);
+        let mut writer = Writer {
+            store,
+            metrics,
+            relay_wake,
+            failures: RepeatLog::default(),
+        };
+        let mut batch = Vec::with_capacity(settings.max_batch);
+        loop {
+            let received = tokio::select! {
+                biased;
+                () = cancel.cancelled() => break,
+                n = requests.recv_many(&mut batch, settings.max_batch) => n,
+            };
+            if received == 0 {
+                // Every handle is gone: nobody can send again.
+                return Ok(());
+            }
+            writer.write(std::mem::take(&mut batch)).await;
+        }
+        // Callers waiting for room get `ShuttingDown` at once; queued rows are still stored, so
+        // an HTTP request already inside its handler completes normally (OPS-28).
+        requests.close();
+        let mut flushed = 0;
+        while requests.recv_many(&mut batch, settings.max_batch).await > 0 {
+            flushed += batch.len();
+            writer.write(std::mem::take(&mut batch)).await;
+        }
+        if flushed > 0 {
+            tracing::info!(
+                count = flushed,
+                "Stored the inbox messages queued at shutdown."
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The part of the writer that stores one batch and answers it.
+struct Writer {
+    store: Arc<dyn InboxStore>,
+    metrics: Metrics,
+    relay_wake: Arc<Notify>,
+    failures: RepeatLog,
+}
+
+impl Writer {
+    async fn write(&mut self, batch: Vec<Request>) {
+        let (rows, answers): (Vec<NewInboxRow>, Vec<_>) =
+            batch.into_iter().map(|r| (r.row, r.answer)).unzip();
+        match self.store.insert_batch(&rows).await {
+            Ok(outcomes) => {
+                if let Some(repeats) = self.failures.success() {
+                    tracing::info!(repeats, "Storing inbox messages works again.");
+                }
+                self.settle(&rows, outcomes, answers);
+            }
+            Err(err) => {
+                let reason = redact(&err.to_string());
+                self.metrics
+                    .inbox_rejections(RejectionReason::StorageFailed)
+                    .inc_by(rows.len() as u64);
+                if let Some(repeats) = self.failures.failure(Instant::now()) {
+                    tracing::warn!(
+                        error = %reason,
+                        repeats,
+                        rows = rows.len(),
+                        "Storing inbox messages failed. The senders are told to send them again."
+                    );
+                }
+                let failed = IntakeError::StorageFailed { reason };
+                for answer in answers {
+                    let _ = answer.send(Err(failed.clone()));
+                }
+            }
+        }
+    }
+
+    /// Counts and answers a committed batch, then wakes the relay when it has new work.
+    fn settle(
+        &self,
+        rows: &[NewInboxRow],
+        outcomes: Vec<InsertOutcome>,
+        answers: Vec<oneshot::Sender<Result<InsertOutcome, IntakeError>>>,
+    ) {
+        if outcomes.len() != rows.len() {
+            // A store bug; the rows it did not answer for may or may not be stored, and a
+            // failure makes the sender retry, which is safe (a repeat is a duplicate).
+            tracing::error!(
+                rows = rows.len(),
+                answers = outcomes.len(),
+                "The inbox store answered a batch with the wrong number of outcomes."
+            );
+        }
+        let mut pushed = false;
+        let mut outcomes = outcomes.into_iter();
+        for (row, answer) in rows.iter().zip(answers) {
+            let outcome = match outcomes.next() {
+                Some(outcome) => outcome,
+                None => {
+                    self.metrics
+                        .inbox_rejections(RejectionReason::StorageFailed)
+                        .inc();
+                    let reason = "the store gave no outcome for the message".to_owned();
+                    let _ = answer.send(Err(IntakeError::StorageFailed { reason }));
+                    continue;
+                }
+            };
+            match outcome {
+                InsertOutcome::Stored(_) => {
+                    self.metrics.inbox_messages(InboxStatus::New).inc();
+                    pushed |= row.consumption == Consumption::Push;
+                }
+                InsertOutcome::Duplicate => {
+                    self.metrics.inbox_messages(InboxStatus::Duplicate).inc();
+                }
+            }
+            let _ = answer.send(Ok(outcome));
+        }
+        if pushed {
+            self.relay_wake.notify_one();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

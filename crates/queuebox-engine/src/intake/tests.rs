@@ -1,0 +1,333 @@
+//! The batching rules of the intake against an in-memory store (the PostgreSQL behaviour is in
+//! `tests/inbox_intake.rs`).
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use queuebox_store::{
+    Claim, ForwardedRow, RelayRow, RetentionRule, Schedule, StoreAction, StoreError,
+};
+use uuid::Uuid;
+
+use super::*;
+
+/// Remembers the batches it was given; the first `gated` calls wait for `gate`.
+#[derive(Default)]
+struct Memory {
+    keys: Mutex<HashSet<(String, String)>>,
+    batches: Mutex<Vec<usize>>,
+    gate: Notify,
+    gated: Mutex<usize>,
+    fail: Mutex<bool>,
+}
+
+#[async_trait]
+impl InboxStore for Memory {
+    async fn insert_batch(&self, rows: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
+        self.batches.lock().unwrap().push(rows.len());
+        let wait = {
+            let mut gated = self.gated.lock().unwrap();
+            let wait = *gated > 0;
+            *gated = gated.saturating_sub(1);
+            wait
+        };
+        if wait {
+            self.gate.notified().await;
+        }
+        if *self.fail.lock().unwrap() {
+            return Err(StoreError::Database {
+                action: StoreAction::UseDatabase,
+                during: "storing inbox rows",
+                reason: "password=hunter2 connection reset".into(),
+            });
+        }
+        let mut keys = self.keys.lock().unwrap();
+        Ok(rows
+            .iter()
+            .map(|r| {
+                if keys.insert((r.source.clone(), r.idempotency_key.clone())) {
+                    InsertOutcome::Stored(r.id)
+                } else {
+                    InsertOutcome::Duplicate
+                }
+            })
+            .collect())
+    }
+    async fn relay_claim(
+        &self,
+        _: u32,
+        _: Duration,
+        _: &[String],
+    ) -> Result<Vec<RelayRow>, StoreError> {
+        unreachable!()
+    }
+    async fn relay_renew(&self, _: &[Claim], _: Duration) -> Result<Vec<Claim>, StoreError> {
+        unreachable!()
+    }
+    async fn relay_forward(&self, _: Claim, _: &ForwardedRow) -> Result<bool, StoreError> {
+        unreachable!()
+    }
+    async fn relay_dead(&self, _: Claim, _: &str) -> Result<bool, StoreError> {
+        unreachable!()
+    }
+    async fn relay_release(&self, _: &[Claim], _: Option<&str>) -> Result<Vec<Claim>, StoreError> {
+        unreachable!()
+    }
+    async fn relay_reclaim_expired(&self) -> Result<u64, StoreError> {
+        unreachable!()
+    }
+    async fn inbox_oldest_pending_age(&self) -> Result<f64, StoreError> {
+        unreachable!()
+    }
+    async fn retention_delete(&self, _: RetentionRule, _: u32) -> Result<u64, StoreError> {
+        unreachable!()
+    }
+}
+
+fn row(key: &str, consumption: Consumption) -> NewInboxRow {
+    NewInboxRow {
+        id: Uuid::now_v7(),
+        source: "orders".into(),
+        idempotency_key: key.into(),
+        aggregate_id: None,
+        event_type: None,
+        payload: "{}".into(),
+        headers: "{}".into(),
+        consumption,
+        correlation_id: None,
+        schedule: Schedule::AfterReceipt {
+            delay: Duration::ZERO,
+        },
+    }
+}
+
+struct Started {
+    handle: IntakeHandle,
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), EngineError>>,
+    metrics: Metrics,
+    wake: Arc<Notify>,
+}
+
+fn start(store: Arc<Memory>, settings: IntakeSettings) -> Started {
+    let metrics = Metrics::new("test");
+    let wake = Arc::new(Notify::new());
+    let intake = Intake::new(store, settings, metrics.clone(), Arc::clone(&wake));
+    let handle = intake.handle();
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(intake.run(cancel.clone()));
+    Started {
+        handle,
+        cancel,
+        task,
+        metrics,
+        wake,
+    }
+}
+
+/// Spawns one `store` call per key.
+fn send_all(
+    handle: &IntakeHandle,
+    keys: impl IntoIterator<Item = String>,
+) -> Vec<tokio::task::JoinHandle<Result<InsertOutcome, IntakeError>>> {
+    keys.into_iter()
+        .map(|key| {
+            let handle = handle.clone();
+            tokio::spawn(async move { handle.store(row(&key, Consumption::Pull)).await })
+        })
+        .collect()
+}
+
+async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..400 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("{what} did not happen");
+}
+
+#[tokio::test]
+async fn batching_gathers_rows_that_wait_during_a_store_call_into_one_batch_and_answers_after_it() {
+    let store = Arc::new(Memory::default());
+    *store.gated.lock().unwrap() = 1;
+    let s = start(Arc::clone(&store), IntakeSettings::default());
+    let first = send_all(&s.handle, ["k0".to_owned()]);
+    wait_until("the first batch", || {
+        store.batches.lock().unwrap().len() == 1
+    })
+    .await;
+    let rest = send_all(&s.handle, (1..20).map(|i| format!("k{i}")));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        first.iter().chain(&rest).all(|t| !t.is_finished()),
+        "nobody is answered before the store call returned"
+    );
+    store.gate.notify_one();
+    for task in first.into_iter().chain(rest) {
+        assert!(matches!(task.await.unwrap(), Ok(InsertOutcome::Stored(_))));
+    }
+    assert_eq!(*store.batches.lock().unwrap(), vec![1, 19]);
+    assert_eq!(s.metrics.inbox_messages(InboxStatus::New).get(), 20);
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn batching_never_exceeds_max_batch() {
+    let store = Arc::new(Memory::default());
+    *store.gated.lock().unwrap() = 1;
+    let settings = IntakeSettings {
+        max_batch: 4,
+        queue: 64,
+    };
+    let s = start(Arc::clone(&store), settings);
+    let first = send_all(&s.handle, ["k0".to_owned()]);
+    wait_until("the first batch", || {
+        store.batches.lock().unwrap().len() == 1
+    })
+    .await;
+    let rest = send_all(&s.handle, (1..11).map(|i| format!("k{i}")));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    store.gate.notify_one();
+    for task in first.into_iter().chain(rest) {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(*store.batches.lock().unwrap(), vec![1, 4, 4, 2]);
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn inb_50_a_repeat_in_the_same_batch_or_later_is_a_duplicate_and_counted() {
+    let store = Arc::new(Memory::default());
+    let s = start(Arc::clone(&store), IntakeSettings::default());
+    let answers = send_all(&s.handle, ["a", "a", "b"].map(str::to_owned));
+    let mut outcomes = Vec::new();
+    for task in answers {
+        outcomes.push(task.await.unwrap().unwrap());
+    }
+    let duplicates = outcomes
+        .iter()
+        .filter(|o| **o == InsertOutcome::Duplicate)
+        .count();
+    assert_eq!(duplicates, 1);
+    assert_eq!(s.metrics.inbox_messages(InboxStatus::New).get(), 2);
+    assert_eq!(s.metrics.inbox_messages(InboxStatus::Duplicate).get(), 1);
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_storage_failure_answers_every_caller_of_the_batch_with_a_redacted_reason() {
+    let store = Arc::new(Memory::default());
+    *store.fail.lock().unwrap() = true;
+    *store.gated.lock().unwrap() = 1;
+    let s = start(Arc::clone(&store), IntakeSettings::default());
+    let first = send_all(&s.handle, ["k0".to_owned()]);
+    wait_until("the first batch", || {
+        store.batches.lock().unwrap().len() == 1
+    })
+    .await;
+    let rest = send_all(&s.handle, ["k1", "k2"].map(str::to_owned));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    store.gate.notify_one();
+    for task in first.into_iter().chain(rest) {
+        let Err(IntakeError::StorageFailed { reason }) = task.await.unwrap() else {
+            panic!("a storage failure");
+        };
+        assert!(!reason.contains("hunter2"), "{reason}");
+    }
+    let rejected = s.metrics.inbox_rejections(RejectionReason::StorageFailed);
+    assert_eq!(rejected.get(), 3);
+    assert_eq!(s.metrics.inbox_messages(InboxStatus::New).get(), 0);
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn rly_14_a_stored_push_row_wakes_the_relay_and_a_pull_row_does_not() {
+    let store = Arc::new(Memory::default());
+    let s = start(Arc::clone(&store), IntakeSettings::default());
+    s.handle
+        .store(row("pull", Consumption::Pull))
+        .await
+        .unwrap();
+    let woken = tokio::time::timeout(Duration::from_millis(50), s.wake.notified()).await;
+    assert!(woken.is_err(), "a pull row does not wake the relay");
+    s.handle
+        .store(row("push", Consumption::Push))
+        .await
+        .unwrap();
+    let woken = tokio::time::timeout(Duration::from_millis(500), s.wake.notified()).await;
+    assert!(woken.is_ok(), "a push row wakes the relay");
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn shutdown_stores_the_queued_rows_then_refuses_new_ones() {
+    let store = Arc::new(Memory::default());
+    *store.gated.lock().unwrap() = 1;
+    let s = start(Arc::clone(&store), IntakeSettings::default());
+    let first = send_all(&s.handle, ["k0".to_owned()]);
+    wait_until("the first batch", || {
+        store.batches.lock().unwrap().len() == 1
+    })
+    .await;
+    let queued = send_all(&s.handle, ["k1", "k2"].map(str::to_owned));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    s.cancel.cancel();
+    store.gate.notify_one();
+    for task in first.into_iter().chain(queued) {
+        assert!(matches!(task.await.unwrap(), Ok(InsertOutcome::Stored(_))));
+    }
+    s.task.await.unwrap().unwrap();
+    assert_eq!(
+        s.handle.store(row("late", Consumption::Push)).await,
+        Err(IntakeError::ShuttingDown)
+    );
+    assert_eq!(store.keys.lock().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn a_full_queue_makes_the_caller_wait_instead_of_dropping_the_row() {
+    let store = Arc::new(Memory::default());
+    *store.gated.lock().unwrap() = 1;
+    let settings = IntakeSettings {
+        max_batch: 8,
+        queue: 2,
+    };
+    let s = start(Arc::clone(&store), settings);
+    let first = send_all(&s.handle, ["k0".to_owned()]);
+    wait_until("the first batch", || {
+        store.batches.lock().unwrap().len() == 1
+    })
+    .await;
+    let rest = send_all(&s.handle, (1..6).map(|i| format!("k{i}")));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    store.gate.notify_one();
+    for task in first.into_iter().chain(rest) {
+        assert!(matches!(task.await.unwrap(), Ok(InsertOutcome::Stored(_))));
+    }
+    assert_eq!(store.keys.lock().unwrap().len(), 6);
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_zero_max_batch_is_refused() {
+    let store = Arc::new(Memory::default());
+    let settings = IntakeSettings {
+        max_batch: 0,
+        queue: 1,
+    };
+    let s = start(store, settings);
+    assert!(matches!(
+        s.task.await.unwrap(),
+        Err(EngineError::BadSetting { .. })
+    ));
+}

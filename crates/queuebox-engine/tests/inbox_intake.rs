@@ -1,0 +1,210 @@
+//! The write-combining intake against the real PostgreSQL store (inbox.md §9): concurrent rows
+//! share transactions, every caller is answered only after its row is committed, and repeats
+//! are duplicates.
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use queuebox_engine::intake::{Intake, IntakeError, IntakeSettings};
+use queuebox_engine::metrics::{InboxStatus, Metrics};
+use queuebox_store::{
+    Claim, Consumption, ForwardedRow, InboxStore, InsertOutcome, NewInboxRow, RelayRow,
+    RetentionRule, Schedule, StoreError,
+};
+use queuebox_store_postgres::PgStore;
+use support::TestDb;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// The real store, counting its `insert_batch` calls (each is one transaction); every call goes
+/// to PostgreSQL.
+struct Counting {
+    inner: PgStore,
+    batches: AtomicUsize,
+}
+
+#[async_trait]
+impl InboxStore for Counting {
+    async fn insert_batch(&self, rows: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
+        self.batches.fetch_add(1, Ordering::SeqCst);
+        self.inner.insert_batch(rows).await
+    }
+    async fn relay_claim(
+        &self,
+        limit: u32,
+        lease: Duration,
+        sources: &[String],
+    ) -> Result<Vec<RelayRow>, StoreError> {
+        self.inner.relay_claim(limit, lease, sources).await
+    }
+    async fn relay_renew(
+        &self,
+        claims: &[Claim],
+        lease: Duration,
+    ) -> Result<Vec<Claim>, StoreError> {
+        self.inner.relay_renew(claims, lease).await
+    }
+    async fn relay_forward(&self, claim: Claim, row: &ForwardedRow) -> Result<bool, StoreError> {
+        self.inner.relay_forward(claim, row).await
+    }
+    async fn relay_dead(&self, claim: Claim, error: &str) -> Result<bool, StoreError> {
+        self.inner.relay_dead(claim, error).await
+    }
+    async fn relay_release(
+        &self,
+        claims: &[Claim],
+        error: Option<&str>,
+    ) -> Result<Vec<Claim>, StoreError> {
+        self.inner.relay_release(claims, error).await
+    }
+    async fn relay_reclaim_expired(&self) -> Result<u64, StoreError> {
+        self.inner.relay_reclaim_expired().await
+    }
+    async fn inbox_oldest_pending_age(&self) -> Result<f64, StoreError> {
+        self.inner.inbox_oldest_pending_age().await
+    }
+    async fn retention_delete(&self, rule: RetentionRule, batch: u32) -> Result<u64, StoreError> {
+        self.inner.retention_delete(rule, batch).await
+    }
+}
+
+fn row(key: &str) -> NewInboxRow {
+    NewInboxRow {
+        id: Uuid::now_v7(),
+        source: "orders".into(),
+        idempotency_key: key.into(),
+        aggregate_id: Some("order-1".into()),
+        event_type: Some("order.created".into()),
+        payload: r#"{"n":1}"#.into(),
+        headers: r#"{"x-tenant":"acme"}"#.into(),
+        consumption: Consumption::Push,
+        correlation_id: None,
+        schedule: Schedule::AfterReceipt {
+            delay: Duration::ZERO,
+        },
+    }
+}
+
+async fn rows_with_id(db: &TestDb, id: Uuid) -> i64 {
+    db.admin
+        .query_one("SELECT count(*) FROM inbox WHERE id = $1", &[&id])
+        .await
+        .expect("count inbox rows")
+        .get(0)
+}
+
+struct Started {
+    intake: queuebox_engine::intake::IntakeHandle,
+    store: Arc<Counting>,
+    metrics: Metrics,
+    relay_wake: Arc<Notify>,
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), queuebox_engine::EngineError>>,
+}
+
+async fn start(db: &TestDb) -> Started {
+    let store = Arc::new(Counting {
+        inner: db.store().await,
+        batches: AtomicUsize::new(0),
+    });
+    let metrics = Metrics::new("test");
+    let relay_wake = Arc::new(Notify::new());
+    let intake = Intake::new(
+        Arc::clone(&store) as _,
+        IntakeSettings {
+            max_batch: 256,
+            queue: 1024,
+        },
+        metrics.clone(),
+        Arc::clone(&relay_wake),
+    );
+    let handle = intake.handle();
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(intake.run(cancel.clone()));
+    Started {
+        intake: handle,
+        store,
+        metrics,
+        relay_wake,
+        cancel,
+        task,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_concurrent_rows_share_few_transactions_and_each_is_answered_after_its_commit() {
+    let db = Arc::new(TestDb::new("intakebatch").await);
+    let s = start(&db).await;
+    let tasks: Vec<_> = (0..50)
+        .map(|i| {
+            let intake = s.intake.clone();
+            let db = Arc::clone(&db);
+            tokio::spawn(async move {
+                let row = row(&format!("evt-{i}"));
+                let id = row.id;
+                let outcome = intake.store(row).await.expect("stored");
+                assert_eq!(outcome, InsertOutcome::Stored(id));
+                // Read through another connection at once: the answer came after the commit.
+                assert_eq!(rows_with_id(&db, id).await, 1, "row {i} is visible");
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("a caller does not panic");
+    }
+    let batches = s.store.batches.load(Ordering::SeqCst);
+    assert!(batches <= 10, "50 rows took {batches} transactions");
+    assert_eq!(s.metrics.inbox_messages(InboxStatus::New).get(), 50);
+    let woken = tokio::time::timeout(Duration::from_secs(1), s.relay_wake.notified()).await;
+    assert!(woken.is_ok(), "stored push rows wake the relay (RLY-14)");
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
+    let db = Arc::into_inner(db).expect("no other owner");
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inb_50_repeats_in_one_batch_and_later_are_duplicates_and_store_one_row() {
+    let db = TestDb::new("intakedup").await;
+    let s = start(&db).await;
+    // Three at once (one or two batches), then one more after they committed.
+    let (a, b, c) = tokio::join!(
+        s.intake.store(row("same")),
+        s.intake.store(row("same")),
+        s.intake.store(row("other")),
+    );
+    let outcomes = [a.unwrap(), b.unwrap(), c.unwrap()];
+    let duplicates = outcomes
+        .iter()
+        .filter(|o| **o == InsertOutcome::Duplicate)
+        .count();
+    assert_eq!(duplicates, 1, "{outcomes:?}");
+    let later = row("same");
+    let later_id = later.id;
+    assert_eq!(s.intake.store(later).await, Ok(InsertOutcome::Duplicate));
+    assert_eq!(rows_with_id(&db, later_id).await, 0);
+    let stored: i64 = db
+        .admin
+        .query_one(
+            "SELECT count(*) FROM inbox WHERE idempotency_key = 'same'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 1);
+    assert_eq!(s.metrics.inbox_messages(InboxStatus::New).get(), 2);
+    assert_eq!(s.metrics.inbox_messages(InboxStatus::Duplicate).get(), 2);
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
+    assert_eq!(
+        s.intake.store(row("after-stop")).await,
+        Err(IntakeError::ShuttingDown)
+    );
+    db.drop().await;
+}

@@ -1,0 +1,80 @@
+//! Every answer of a source route (INB-10), as JSON with `Content-Type: application/json` and
+//! the message's `X-Correlation-Id` (INB-6).
+
+use axum::body::Body;
+use axum::http::header::{CONNECTION, CONTENT_TYPE, RETRY_AFTER};
+use axum::http::{HeaderValue, Response, StatusCode};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::correlation::CorrelationId;
+
+/// The outcome of one request; the first step that ends it decides (INB-7).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// 202 `{"messageId":…}`, after the insert committed.
+    Stored(Uuid),
+    /// 202 `{"status":"filtered"}`.
+    Filtered,
+    /// 200 `{"status":"duplicate"}`.
+    Duplicate,
+    /// 400 `{"error":"Invalid JSON"}`.
+    InvalidJson,
+    /// 400 `{"error":"No idempotency key found"}`.
+    NoKey,
+    /// 400 for a body the HTTP layer could not read (INB-11: not a source answer as such).
+    UnreadableBody,
+    /// 401 with the check's message.
+    Unauthorized(String),
+    /// 413 `Request body exceeds <N> bytes`.
+    TooLarge(u64),
+    /// 429 with `Retry-After` in whole seconds.
+    RateLimited { retry_after_secs: u64 },
+    /// 500 `{"error":"Storage failed"}`.
+    StorageFailed,
+    /// 503 `{"error":"QueueBox is shutting down"}`.
+    ShuttingDown,
+}
+
+impl Answer {
+    pub(crate) fn into_response(self, correlation: &CorrelationId) -> Response<Body> {
+        let error = |status, text: &str| (status, json!({ "error": text }));
+        let (status, body) = match &self {
+            Self::Stored(id) => (
+                StatusCode::ACCEPTED,
+                json!({ "messageId": id.hyphenated().to_string() }),
+            ),
+            Self::Filtered => (StatusCode::ACCEPTED, json!({ "status": "filtered" })),
+            Self::Duplicate => (StatusCode::OK, json!({ "status": "duplicate" })),
+            Self::InvalidJson => error(StatusCode::BAD_REQUEST, "Invalid JSON"),
+            Self::NoKey => error(StatusCode::BAD_REQUEST, "No idempotency key found"),
+            Self::UnreadableBody => error(StatusCode::BAD_REQUEST, "Bad request"),
+            Self::Unauthorized(text) => error(StatusCode::UNAUTHORIZED, text),
+            Self::TooLarge(cap) => error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("Request body exceeds {cap} bytes"),
+            ),
+            Self::RateLimited { .. } => error(StatusCode::TOO_MANY_REQUESTS, "Rate limit exceeded"),
+            Self::StorageFailed => error(StatusCode::INTERNAL_SERVER_ERROR, "Storage failed"),
+            Self::ShuttingDown => {
+                error(StatusCode::SERVICE_UNAVAILABLE, "QueueBox is shutting down")
+            }
+        };
+        let mut response = Response::new(Body::from(body.to_string()));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        match self {
+            Self::RateLimited { retry_after_secs } => {
+                headers.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs));
+            }
+            // The rest of the body was not read (or cannot be): the connection is not reused,
+            // and a client about to shut down is not invited to send again on it.
+            Self::TooLarge(_) | Self::UnreadableBody | Self::ShuttingDown => {
+                headers.insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            _ => {}
+        }
+        correlation.stamp(response)
+    }
+}
