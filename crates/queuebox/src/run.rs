@@ -140,6 +140,16 @@ impl IntakeSink for EngineSink {
     }
 }
 
+/// The sink of a configuration without HTTP sources: no route exists that could call it.
+struct NoIntake;
+
+#[async_trait::async_trait]
+impl IntakeSink for NoIntake {
+    async fn store(&self, _row: NewInboxRow) -> Result<InsertOutcome, IntakeRefused> {
+        Err(IntakeRefused::ShuttingDown)
+    }
+}
+
 /// OPS-23 steps 5–14.
 async fn start(config: Config) -> Result<Service, StartError> {
     wiring::check_runnable(&config)?;
@@ -209,16 +219,23 @@ async fn start(config: Config) -> Result<Service, StartError> {
         });
     }
 
-    let intake = Intake::new(
-        store.clone(),
-        IntakeSettings::default(),
-        metrics.clone(),
-        relay_wake,
-    );
-    let sink: Arc<dyn IntakeSink> = Arc::new(EngineSink(intake.handle()));
-    tasks.spawn("the intake", |cancel| async move {
-        intake.run(cancel).await.map_err(|err| err.to_string())
-    });
+    // The intake runs while some route can hand it a row; with no HTTP source there is none,
+    // and a writer with no caller would end at once.
+    let sink: Arc<dyn IntakeSink> = if http_sources.is_empty() {
+        Arc::new(NoIntake)
+    } else {
+        let intake = Intake::new(
+            store.clone(),
+            IntakeSettings::default(),
+            metrics.clone(),
+            relay_wake,
+        );
+        let sink = Arc::new(EngineSink(intake.handle()));
+        tasks.spawn("the intake", |cancel| async move {
+            intake.run(cancel).await.map_err(|err| err.to_string())
+        });
+        sink
+    };
 
     let gauges_store = store.clone();
     let gauges_metrics = metrics.clone();
@@ -279,11 +296,14 @@ async fn start(config: Config) -> Result<Service, StartError> {
 }
 
 fn component_names(config: &Config) -> String {
-    let mut names = vec!["outbox-poller", "intake"];
+    let mut names = vec!["outbox-poller"];
+    if !config.sources.is_empty() {
+        names.push("intake");
+    }
     if config.inbox.relay.enabled {
         names.push("inbox-relay");
     }
-    if config.retention.enabled {
+    if RetentionSettings::from_config(&config.retention).is_enabled() {
         names.push("retention");
     }
     names.join(", ")
