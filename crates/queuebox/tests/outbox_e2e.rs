@@ -524,9 +524,16 @@ routes:
         receiver = receiver.url()
     );
     let service = Service::start("ready", &cfg);
-    assert_eq!(service.get("/health/ready").0, 200);
-    proxy.take_down();
     let mut status = 0;
+    for _ in 0..100 {
+        status = service.get("/health/ready").0;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200, "ready once started");
+    proxy.take_down();
     for _ in 0..100 {
         status = service.get("/health/ready").0;
         if status == 503 {
