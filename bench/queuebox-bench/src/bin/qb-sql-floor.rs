@@ -1,0 +1,68 @@
+//! `qb-sql-floor`: the SQL floor of the outbox drain. Runs QueueBox's own claim and mark
+//! statements (`OutboxStore::claim` + `finish` with `Sent` for every row) through
+//! `queuebox_store_postgres::PgStore`, built from the same configuration file as the measured
+//! QueueBox, in a loop until a claim returns nothing: one claimer, claim then mark, strictly one
+//! after the other, no delivery. Prints `rows=<n> seconds=<s> claims=<k>` on standard output.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use queuebox_config::{LoadOptions, load};
+use queuebox_store::{OutboxStore, TerminalWrite};
+use queuebox_store_postgres::PgStore;
+
+#[derive(Parser)]
+#[command(about = "SQL floor of the QueueBox outbox drain")]
+struct Args {
+    /// The QueueBox configuration file (database and outbox.batchSize are used).
+    #[arg(long)]
+    config: PathBuf,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let loaded = load(&LoadOptions {
+        config_path: Some(args.config.clone()),
+        env: Vec::new(),
+        cwd: std::env::current_dir()?,
+        etc_path: PathBuf::from("/nonexistent"),
+    })
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let config = loaded.config;
+    let batch = config.outbox.batch_size;
+    let lease = Duration::from_millis(config.outbox.claim_timeout_ms);
+    let store = PgStore::connect(&config.database)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+
+    let started = Instant::now();
+    let (mut rows, mut claims, mut lost) = (0u64, 0u64, 0usize);
+    loop {
+        let claimed = store
+            .claim(batch, lease)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        claims += 1;
+        if claimed.is_empty() {
+            break;
+        }
+        let writes: Vec<TerminalWrite> = claimed
+            .iter()
+            .map(|row| TerminalWrite::Sent { claim: row.claim })
+            .collect();
+        let written = store
+            .finish(&writes)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        lost += writes.len() - written.len();
+        rows += written.len() as u64;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    if lost > 0 {
+        anyhow::bail!("{lost} marks lost their fence; the floor is not valid");
+    }
+    println!("rows={rows} seconds={seconds:.6} claims={claims}");
+    Ok(())
+}

@@ -1,0 +1,94 @@
+//! The outbox benchmark driver (`qb-bench`): runs the phases in a fixed order (SQL floor, drain
+//! with the default concurrency, drain with a high concurrency, SQL floor again, steady), each
+//! in a fresh schema, and returns what they measured. Schemas are dropped however it ends.
+
+mod config;
+mod pg;
+mod phases;
+mod procs;
+mod results;
+
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use pg::Schemas;
+pub use results::{Drain, Floor, Outcome, RunInfo, Steady};
+
+use crate::procfs;
+
+/// Everything the driver needs; `qb-bench` fills it from its arguments.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The PostgreSQL server and database, e.g. `postgres://postgres@127.0.0.1:5432/test`.
+    pub server_url: String,
+    /// The release `queuebox` binary.
+    pub queuebox: PathBuf,
+    /// Where `qb-receiver` and `qb-sql-floor` are.
+    pub bin_dir: PathBuf,
+    /// Configuration files, logs and receiver records.
+    pub work_dir: PathBuf,
+    /// Schema names start with it, e.g. `qb_bench_1234`.
+    pub prefix: String,
+    pub rows: u64,
+    pub batch_size: u32,
+    /// The second drain's `outbox.concurrency`.
+    pub high_concurrency: u32,
+    pub steady_rate: u64,
+    pub steady_seconds: u64,
+    pub steady_tick_ms: u64,
+}
+
+/// Wall clock, µs since the epoch: the same clock as the receiver's and the database's.
+pub fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+fn say(what: &str) {
+    eprintln!("qb-bench: {what} (load {})", procfs::loadavg());
+}
+
+/// Runs every phase. The caller drops `schemas` afterwards, also after an error.
+pub async fn run(
+    opts: &Options,
+    schemas: &Schemas,
+    commit: String,
+    date: String,
+) -> anyhow::Result<Outcome> {
+    let client = pg::connect(&opts.server_url).await?;
+    let server = pg::server_facts(&client).await?;
+    drop(client);
+    let load_start = procfs::loadavg();
+
+    say("SQL floor, first run");
+    let mut floors = vec![phases::floor(opts, schemas, "floor1").await?];
+    say("drain, default concurrency");
+    let (default_drain, payload_bytes) =
+        phases::drain(opts, schemas, "drain_default", None).await?;
+    say(&format!("drain, concurrency {}", opts.high_concurrency));
+    let (high_drain, _) =
+        phases::drain(opts, schemas, "drain_high", Some(opts.high_concurrency)).await?;
+    say("SQL floor, second run");
+    floors.push(phases::floor(opts, schemas, "floor2").await?);
+    say("steady producer");
+    let steady = phases::steady(opts, schemas, "steady").await?;
+    say("done");
+
+    Ok(Outcome {
+        info: RunInfo {
+            date,
+            commit,
+            machine: procfs::machine(),
+            server,
+            load_start,
+            load_end: procfs::loadavg(),
+            rows: opts.rows,
+            batch_size: opts.batch_size,
+            payload_bytes,
+        },
+        floors,
+        drains: vec![default_drain, high_drain],
+        steady,
+    })
+}
