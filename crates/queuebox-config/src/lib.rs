@@ -23,7 +23,6 @@ mod parse_source;
 mod parse_source_broker;
 mod parse_urls;
 mod placeholder;
-mod private_address;
 mod read;
 mod rules;
 mod schema;
@@ -49,4 +48,3 @@ pub use model_source::{
     AttributeHeaders, AutoOffsetReset, BrokerAttributes, Consumption, Filter, FilterRule,
     FilterTest, HttpSource, KafkaSource, NatsSource, RabbitmqSource, RateLimit, Source, SourceKind,
 };
-pub use private_address::{is_blocked_address, outbound_urls};

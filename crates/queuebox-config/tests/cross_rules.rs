@@ -451,30 +451,3 @@ fn cfg_26_a_rule_whose_input_is_in_error_is_skipped() {
         ]
     );
 }
-
-#[test]
-fn cfg_102_outbound_urls_name_their_keys() {
-    let loaded = ok(&with_db(
-        "destinations:\n  billing:\n    type: http\n    baseUrl: https://10.0.0.5/x\n    auth:\n      type: oauth2\n      clientId: c\n      clientSecret: s\n      tokenUrl: https://auth.example.com/token\n  l:\n    type: log\n",
-    ));
-    let urls: Vec<(String, String)> = queuebox_config::outbound_urls(&loaded.config)
-        .into_iter()
-        .map(|(path, url)| (path, url.to_string()))
-        .collect();
-    assert_eq!(
-        urls,
-        [
-            (
-                "destinations.billing.baseUrl".to_owned(),
-                "https://10.0.0.5/x".to_owned()
-            ),
-            (
-                "destinations.billing.auth.tokenUrl".to_owned(),
-                "https://auth.example.com/token".to_owned()
-            ),
-        ]
-    );
-    assert!(queuebox_config::is_blocked_address(
-        "10.0.0.5".parse().unwrap()
-    ));
-}

@@ -333,3 +333,38 @@ async fn ops_26_run_starts_and_shuts_down_cleanly_on_sigterm() {
     }
     schema.drop().await;
 }
+
+#[test]
+fn cfg_102_dst_32_a_private_destination_address_stops_the_start() {
+    let scratch = Scratch::new("private");
+    let file = scratch.write(
+        "q.yml",
+        "database:\n  url: postgres://app@127.0.0.1:1/app\nhttp:\n  blockPrivateAddresses: true\ndestinations:\n  billing:\n    type: http\n    baseUrl: http://127.0.0.1:9000\nroutes:\n  - topicPattern: \"**\"\n    destination: billing\n",
+    );
+    // `check` opens no connection and resolves nothing (CFG-27): valid.
+    let output = queuebox(scratch.path())
+        .args(["check", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let started = Instant::now();
+    let output = queuebox(scratch.path())
+        .args(["run", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "refused before the database"
+    );
+    let messages = log_messages(&stderr(&output));
+    let last = messages.last().unwrap();
+    assert!(
+        last.starts_with("QueueBox could not check the destination addresses. Reason:")
+            && last.contains("destinations.billing.baseUrl")
+            && last.contains("127.0.0.1"),
+        "{last}"
+    );
+}
