@@ -5,7 +5,7 @@
 # (postgres://postgres@127.0.0.1:5432/test), and rewrites the outbox section of
 # docs/benchmarks.md. Extra arguments go to qb-bench (`--help` lists them).
 #
-#   bench/outbox.sh                      # the documented run, about 3 minutes
+#   bench/outbox.sh                      # the documented run, about 2 minutes
 #   bench/outbox.sh --rows 10000 --out /tmp/b.md --steady-seconds 5   # a quick try
 #
 # Not part of scripts/test.sh: benchmarks are never timed tests.

@@ -120,9 +120,7 @@ pub fn render(o: &Outcome) -> String {
         "- QueueBox: the release build, one `http` destination to `qb-receiver` (hyper, \
          HTTP/1.1, 127.0.0.1, answers 200 to everything) and a `**` route; `outbox.batchSize` \
          {}; every other setting at its default (`pollIntervalMs` 100, `poolSize` 10, the inbox \
-         relay on). The configuration also has one `http` inbox source that receives nothing: \
-         without a source this build's `queuebox run` stops at start (\"the intake stopped by \
-         itself\").",
+         relay on). No inbox source.",
         i.batch_size
     );
     let _ = writeln!(

@@ -1,9 +1,6 @@
 //! The QueueBox configuration files the driver writes: the database in the phase's schema,
 //! the data port on a free port, JSON logs at `info` (no per-row lines), and, for a measured
-//! QueueBox, one `http` destination to the receiver with a `**` route, plus one idle `http`
-//! source that never receives a request: at commit d7440e0 `queuebox run` without any inbox
-//! source stops at once ("the intake stopped by itself": with no source the intake's only
-//! handle is dropped, its channel closes and its task ends), so the source keeps it running.
+//! QueueBox, one `http` destination to the receiver with a `**` route. No inbox source.
 
 /// What a phase's configuration varies.
 #[derive(Clone, Copy, Debug)]
@@ -30,9 +27,7 @@ pub fn yaml(database_url: &str, shape: Shape) -> String {
     if let Some(port) = shape.receiver_port {
         out.push_str(&format!(
             "destinations:\n  receiver:\n    type: http\n    baseUrl: http://127.0.0.1:{port}\n    path: /events\n\
-             routes:\n  - topicPattern: \"**\"\n    destination: receiver\n\
-             sources:\n  bench_idle:\n    type: http\n    path: /bench-idle\n    \
-             idempotencyKeyPath: $.id\n    eventTypePath: $.type\n"
+             routes:\n  - topicPattern: \"**\"\n    destination: receiver\n"
         ));
     }
     out
