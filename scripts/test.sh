@@ -58,6 +58,28 @@ doc_failed=$(grep -Eo '[0-9]+ failed' "$logs/doc.log" | awk '{s+=$1} END {print 
 if [ "$doc_status" != 0 ] && [ "$doc_failed" = 0 ]; then doc_failed=1; fi
 record doc "$doc_passed" "$doc_failed"
 
+# Each client library runs its own suite; its last line is "<name>: N passed, M failed".
+run_client_suite() { # name, script
+    local name=$1 script=$2 log="$logs/$1.log"
+    if [ ! -f "$script" ]; then
+        echo "test.sh: $script is missing" >&2
+        record "$name" 0 1
+        return
+    fi
+    bash "$script" 2>&1 | tee "$log"
+    local status=${PIPESTATUS[0]}
+    local line p f
+    line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
+    p=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$line")
+    f=$(sed -nE 's/.* ([0-9]+) failed.*/\1/p' <<<"$line")
+    p=${p:-0}
+    f=${f:-0}
+    if [ "$status" != 0 ] && [ "$f" = 0 ]; then f=1; fi
+    if [ "$p" = 0 ] && [ "$f" = 0 ]; then f=1; echo "test.sh: the $name suite ran no test" >&2; fi
+    record "$name" "$p" "$f"
+}
+run_client_suite go clients/go/test.sh
+
 if [ -n "${QUEUEBOX_TEST_SQLSERVER_URL:-}" ]; then
     echo "test.sh: QUEUEBOX_TEST_SQLSERVER_URL is set, but no SQL Server store exists yet" >&2
 fi

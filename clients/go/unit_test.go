@@ -1,0 +1,322 @@
+package inbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// captureOutput runs fn while the process's stdout and stderr go to a pipe, and returns what
+// was written.
+func captureOutput(t *testing.T, fn func()) string {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldOut, oldErr := os.Stdout, os.Stderr
+	os.Stdout, os.Stderr = w, w
+	done := make(chan string)
+	go func() {
+		b, _ := io.ReadAll(r)
+		done <- string(b)
+	}()
+	func() {
+		defer func() { os.Stdout, os.Stderr = oldOut, oldErr }()
+		fn()
+	}()
+	w.Close()
+	return <-done
+}
+
+func TestPullC28_OptionsAreValidated(t *testing.T) {
+	ok := Options{Source: "s"}
+	cases := []struct {
+		mod  func(o *Options)
+		want string
+	}{
+		{func(o *Options) { o.Source = "" }, "The source is mandatory."},
+		{func(o *Options) { o.Source = "   " }, "The source is mandatory."},
+		{func(o *Options) { o.Source = strings.Repeat("s", 256) }, "The source is mandatory."},
+		{func(o *Options) { o.BatchSize = -1 }, "The batch size must be between 1 and 500."},
+		{func(o *Options) { o.BatchSize = 501 }, "The batch size must be between 1 and 500."},
+		{func(o *Options) { o.Lease = 2 * time.Millisecond }, "The lease must be between 3 ms and 2147483647 ms."},
+		{func(o *Options) { o.Lease = -time.Second }, "The lease must be between 3 ms and 2147483647 ms."},
+		{func(o *Options) { o.Lease = 2147483648 * time.Millisecond }, "The lease must be between 3 ms and 2147483647 ms."},
+		{func(o *Options) { o.MaxConcurrency = -1 }, "The maximum concurrency must be at least 1."},
+		{func(o *Options) { o.PollInterval = -time.Millisecond }, "The poll interval must be greater than 0."},
+		{func(o *Options) { o.ShutdownGrace = -time.Millisecond }, "The shutdown grace must not be negative."},
+		{func(o *Options) { o.Dialect = "oracle" }, "The dialect oracle is unknown. Use postgresql, sqlserver, mysql or sqlite."},
+		{func(o *Options) { o.Schema.Payload = "bad-name" }, "The schema name bad-name is not a plain SQL identifier."},
+		{func(o *Options) { o.Schema.Table = "bad-name" }, "The schema name bad-name is not a plain SQL identifier."},
+		{func(o *Options) { o.Schema.LastError = strings.Repeat("a", 64) }, "The schema name " + strings.Repeat("a", 64) + " is not a plain SQL identifier."},
+	}
+	for _, c := range cases {
+		o := ok
+		c.mod(&o)
+		// A source that panics proves no connection is opened while building.
+		_, err := NewWorker(panicSource{}, o, func(ctxT, Message, Tx) error { return nil })
+		if err == nil || err.Error() != c.want {
+			t.Errorf("got %v, want %q", err, c.want)
+		}
+	}
+	// Zero values mean the defaults (PULL-57); max concurrency is capped by the batch size.
+	w, err := NewWorker(panicSource{}, ok, func(ctxT, Message, Tx) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := w.cfg
+	if c.batchSize != 10 || c.lease != 30*time.Second || c.maxConcurrency != 1 || c.pollInterval != time.Second ||
+		c.shutdownGrace != 30*time.Second || c.dialect != PostgreSQL || w.renewInterval() != 10*time.Second {
+		t.Errorf("defaults %+v", c)
+	}
+	w, err = NewWorker(panicSource{}, Options{Source: "s", BatchSize: 3, MaxConcurrency: 8, Lease: 3 * time.Millisecond}, func(ctxT, Message, Tx) error { return nil })
+	if err != nil || w.cfg.maxConcurrency != 3 || w.renewInterval() != time.Millisecond {
+		t.Errorf("effective concurrency %v %v", w, err)
+	}
+	if candLimit(1) != 50 || candLimit(20) != 60 || candLimit(500) != 500 {
+		t.Error("cand_limit")
+	}
+}
+
+func TestPullC29_RenderedSQLEqualsTheCanonicalText(t *testing.T) {
+	spec := specStatements(t)
+	mapped := Schema{Table: "msg_in", ID: "mid", Source: "src", Consumption: "mode", State: "st",
+		IdempotencyKey: "ikey", AggregateID: "agg", EventType: "etype", Payload: "body", Headers: "hdrs",
+		CorrelationID: "corr", Attempt: "tries", ScheduledAt: "due_at", CreatedAt: "made_at",
+		ClaimToken: "tok", ClaimedAt: "claimed", LeaseExpiresAt: "lease_end", ProcessedAt: "done_at", LastError: "err_text"}
+	texts := map[string]string{"claim": pgClaimSQL, "renew": pgRenewSQL, "complete": pgCompleteSQL, "retry": pgRetrySQL, "dead": pgDeadSQL}
+	quoted := regexp.MustCompile(`"([a-z_]+)"`)
+	for _, s := range []Schema{{}, mapped} {
+		names := s.names()
+		m := map[string]string{}
+		for _, n := range names {
+			m[n[0]] = n[1]
+		}
+		for name, text := range texts {
+			got, err := renderNames(dropComments(text), names)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if spec != nil {
+				want := quoted.ReplaceAllStringFunc(spec[name], func(q string) string {
+					if v, ok := m[q[1:len(q)-1]]; ok {
+						return `"` + v + `"`
+					}
+					return q
+				})
+				if normalize(got) != normalize(want) {
+					t.Errorf("%s (%s): rendered text differs from pull.md §5.1\n got: %s\nwant: %s", name, m["inbox"], normalize(got), normalize(want))
+				}
+			}
+			// PostgreSQL parameters: $n in the canonical order, no :name left.
+			pg, err := renderPostgres(text, names, canonicalParams[name])
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := mapParams(got, func(p string) string {
+				for i, c := range canonicalParams[name] {
+					if c == p {
+						return fmt.Sprintf("$%d", i+1)
+					}
+				}
+				return "?"
+			})
+			if pg != want || regexp.MustCompile(`[^:]:[a-z]`).MatchString(pg) || contains(pg, "{") && !contains(pg, "'{}'") {
+				t.Errorf("%s: parameters not mapped: %s", name, pg)
+			}
+		}
+	}
+	st, err := renderStatements(PostgreSQL, Schema{}.names())
+	if err != nil || !contains(st.claim, "LIMIT $4") || !contains(st.claim, "LIMIT $2") || !contains(st.retry, `"scheduled_at" = clock_timestamp() + $1 * INTERVAL`) {
+		t.Errorf("rendered statements %v %+v", err, st)
+	}
+}
+
+func normalize(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// specStatements reads the five PostgreSQL texts of pull.md §5.1 (QUEUEBOX_SPEC_PULL, or the
+// shared spec); nil when the specification is not available on this machine.
+func specStatements(t *testing.T) map[string]string {
+	path := os.Getenv("QUEUEBOX_SPEC_PULL")
+	if path == "" {
+		path = "/work/shared/spec/pull.md"
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("pull.md not found at %s: comparing with the contract files only", path)
+		return nil
+	}
+	text := string(b)
+	start := strings.Index(text, "### 5.1 PostgreSQL")
+	end := strings.Index(text, "### 5.2")
+	if start < 0 || end < start {
+		t.Fatal("pull.md has no §5.1")
+	}
+	blocks := regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(text[start:end], -1)
+	if len(blocks) != 5 {
+		t.Fatalf("pull.md §5.1 has %d sql blocks", len(blocks))
+	}
+	return map[string]string{"claim": blocks[0][1], "renew": blocks[1][1], "complete": blocks[2][1], "retry": blocks[3][1], "dead": blocks[4][1]}
+}
+
+func TestGeneratedSQLMatchesContract(t *testing.T) {
+	for name, text := range map[string]string{"claim": pgClaimSQL, "renew": pgRenewSQL, "complete": pgCompleteSQL, "retry": pgRetrySQL, "dead": pgDeadSQL} {
+		if want := readContract(t, "postgresql/"+name+".sql"); text != want {
+			t.Errorf("sql_postgresql.go is stale for %s.sql: run clients/go/gen.sh", name)
+		}
+	}
+}
+
+func TestPullC30_TheDefaultRetryPolicy(t *testing.T) {
+	p := policy(t, 5, time.Second, 300*time.Second, 0)
+	for a, want := range []time.Duration{1000, 2000, 4000, 8000} {
+		got := p.Decide(Message{Attempt: a}, nil)
+		if got.IsDeadLetter() || got.Delay() != want*time.Millisecond {
+			t.Errorf("attempt %d: %+v", a, got)
+		}
+	}
+	if !p.Decide(Message{Attempt: 4}, nil).IsDeadLetter() {
+		t.Error("attempt 4 must dead-letter")
+	}
+	capped := policy(t, 200, time.Second, 5*time.Second, 0)
+	if d := capped.Decide(Message{Attempt: 5}, nil).Delay(); d != 5*time.Second {
+		t.Errorf("maxDelay cap: %s", d)
+	}
+	if d := capped.Decide(Message{Attempt: 100}, nil); d.IsDeadLetter() || d.Delay() != 5*time.Second {
+		t.Errorf("attempt 100: %+v", d)
+	}
+	huge := policy(t, 1000, 1000*time.Hour, 2000000*time.Hour, 0)
+	if d := huge.Decide(Message{Attempt: 100}, nil); d.delayMs() != 2147483647 || d.Delay() < 0 {
+		t.Errorf("overflow: %+v", d)
+	}
+	j := DefaultRetryPolicy()
+	for i := 0; i < 1000; i++ {
+		d := j.Decide(Message{Attempt: 0}, nil).Delay()
+		if d < time.Second || d >= 1250*time.Millisecond || d%time.Millisecond != 0 {
+			t.Fatalf("jittered delay %s", d)
+		}
+	}
+	for _, bad := range []struct {
+		n      int
+		b, m   time.Duration
+		jitter float64
+	}{{0, 0, 0, 0}, {1, -1, 0, 0}, {1, 2 * time.Second, time.Second, 0}, {1, 0, 0, -0.1}, {1, 0, 0, 1.1}} {
+		if _, err := NewExponentialPolicy(bad.n, bad.b, bad.m, bad.jitter); err == nil {
+			t.Errorf("accepted %+v", bad)
+		}
+	}
+	if RetryAfter(-time.Second).Delay() != 0 || !DeadLetter().IsDeadLetter() || RetryAfter(1500*time.Microsecond).delayMs() != 1 {
+		t.Error("RetryAfter/DeadLetter")
+	}
+}
+
+type corpus struct {
+	Version          int    `json:"version"`
+	InputBound       int    `json:"inputBound"`
+	MaxLength        int    `json:"maxLength"`
+	TruncationMarker string `json:"truncationMarker"`
+	Cases            []struct {
+		Name     string   `json:"name"`
+		Input    string   `json:"input"`
+		Expected string   `json:"expected"`
+		Secrets  []string `json:"secrets"`
+	} `json:"cases"`
+}
+
+func TestPullC31_RedactionCorpusAndTheInputBound(t *testing.T) {
+	var c corpus
+	if err := json.Unmarshal([]byte(readContract(t, "redaction-corpus.json")), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Version != 1 || c.InputBound != RedactInputBound || c.MaxLength != RedactMaxLength || c.TruncationMarker != RedactTruncationMarker {
+		t.Fatalf("corpus header %d %d %d %q", c.Version, c.InputBound, c.MaxLength, c.TruncationMarker)
+	}
+	if len(c.Cases) == 0 {
+		t.Fatal("empty corpus")
+	}
+	for _, k := range c.Cases {
+		got := Redact(k.Input)
+		if got != k.Expected {
+			t.Errorf("%s: got %q, want %q", k.Name, got, k.Expected)
+		}
+		for _, s := range k.Secrets {
+			if contains(got, s) {
+				t.Errorf("%s: output contains secret %q", k.Name, s)
+			}
+		}
+	}
+	big := strings.Repeat("password=x@", 10*1024*1024/11+1)
+	start := time.Now()
+	got := Redact(big)
+	if want := Redact(string([]rune(big)[:RedactInputBound])); got != want {
+		t.Error("10 MB input: output differs from that of its first 2512 characters")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("10 MB input took %s", d)
+	}
+}
+
+type selfErr struct{}
+
+func (e *selfErr) Error() string { return "loop" }
+func (e *selfErr) Unwrap() error { return e }
+
+func TestPullC32_ErrorChainText(t *testing.T) {
+	// Go (PULL-63): err.Error() of the top error only; a wrapped error already includes its causes.
+	err := errors.New("l7")
+	for i := 6; i >= 1; i-- {
+		err = fmt.Errorf("l%d: %w", i, err)
+	}
+	if got := ErrorText(err); got != err.Error() || contains(got, " | caused by ") {
+		t.Errorf("7 nested causes: %q", got)
+	}
+	if got := ErrorText(&selfErr{}); got != "loop" {
+		t.Errorf("self cause: %q", got)
+	}
+	if got := RedactedErrorText(fmt.Errorf("connect: %w", errors.New("password=hunter2"))); got != "connect: password=[REDACTED]" {
+		t.Errorf("redacted chain: %q", got)
+	}
+}
+
+// TestEveryContractCaseHasATest reads cases.json and greps this package's test files for a test
+// named after each case id (TestPullC<N>_...).
+func TestEveryContractCaseHasATest(t *testing.T) {
+	var cases struct {
+		Cases []struct {
+			ID string `json:"id"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal([]byte(readContract(t, "cases.json")), &cases); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob("*_test.go")
+	var src strings.Builder
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Write(b)
+	}
+	var missing []string
+	for _, c := range cases.Cases {
+		n := strings.TrimPrefix(c.ID, "PULL-C")
+		if !regexp.MustCompile(`func TestPullC` + n + `_`).MatchString(src.String()) {
+			missing = append(missing, c.ID)
+		}
+	}
+	sort.Strings(missing)
+	if len(cases.Cases) == 0 || len(missing) > 0 {
+		t.Errorf("%d cases, no test for %v", len(cases.Cases), missing)
+	}
+}
