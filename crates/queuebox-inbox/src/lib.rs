@@ -1,0 +1,33 @@
+//! QueueBox pull-worker client (spec/pull.md): claims `consumption = 'pull'` inbox rows, runs the
+//! application's handler in a transaction, and completes, retries or dead-letters each row under
+//! the claim-token fence.
+//!
+//! The core depends on no database driver (PULL-73); enable the `postgres` feature for the
+//! deadpool-postgres adapter [`PgConnectionSource`].
+
+mod claim;
+mod db;
+mod message;
+mod options;
+#[cfg(feature = "postgres")]
+mod postgres;
+mod process;
+mod retry;
+pub mod sql;
+mod worker;
+
+use std::error::Error;
+
+pub use db::{Connection, ConnectionSource, DbError, HandlerTx, Purpose, SqlRow, SqlValue};
+pub use message::InboxMessage;
+pub use options::{Dialect, OptionsError, Schema, WorkerOptions, is_plain_identifier};
+#[cfg(feature = "postgres")]
+pub use postgres::PgConnectionSource;
+pub use retry::{DefaultRetryPolicy, FailureAction, RetryPolicy};
+pub use tokio_util::sync::CancellationToken;
+pub use worker::{BoxFuture, Handler, HandlerResult, Worker, handler_fn};
+
+/// The error text of PULL-63, redacted (PULL-65): what reaches `last_error` and log lines.
+pub fn redacted(error: &(dyn Error + Send + Sync + 'static)) -> String {
+    queuebox_core::redact::redacted_error_text(error)
+}
