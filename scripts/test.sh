@@ -79,6 +79,7 @@ run_client_suite() { # name, script
     record "$name" "$p" "$f"
 }
 run_client_suite go clients/go/test.sh
+run_client_suite typescript clients/typescript/test.sh
 
 if [ -n "${QUEUEBOX_TEST_SQLSERVER_URL:-}" ]; then
     echo "test.sh: QUEUEBOX_TEST_SQLSERVER_URL is set, but no SQL Server store exists yet" >&2

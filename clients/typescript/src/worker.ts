@@ -1,0 +1,469 @@
+// The worker loop (pull.md §7, PULL-34..53).
+import { randomUUID } from 'node:crypto';
+import type { ConnectionSource, HandlerTransaction, InboxConnection } from './connection.js';
+import type { LogFields, LogLevel } from './logger.js';
+import type { InboxMessage, JsonValue } from './message.js';
+import { resolveOptions, type ResolvedOptions, type WorkerOptions } from './options.js';
+import { clampMs, type FailureAction } from './policy.js';
+import { redactedErrorText } from './redact.js';
+import { renderPostgresql, type RenderedStatements } from './sql.js';
+
+/**
+ * The application's handler. It runs inside the handler transaction: write through `tx` and
+ * return to complete the message (the completion commits with the writes); throw to fail it.
+ * `signal` aborts when the lease is lost or the shutdown grace expires. Never commit or roll
+ * back yourself.
+ */
+export type InboxHandler = (message: InboxMessage, tx: HandlerTransaction, signal: AbortSignal) => Promise<void> | void;
+
+/** Node timers cap at 2^31 - 1 ms. */
+const MAX_TIMER_MS = 2147483647;
+
+/** The claim's client-side timeout (PULL-20). */
+export const CLAIM_TIMEOUT_MS = 30000;
+
+/** `min(max(3 × batch, 50), 500)` (PULL-14). */
+export function candLimit(batch: number): number {
+  return Math.min(Math.max(3 * batch, 50), 500);
+}
+
+/** `max(1 ms, floor(leaseMs / 3))` (PULL-43). */
+export function renewalIntervalMs(leaseMs: number): number {
+  return Math.max(1, Math.floor(leaseMs / 3));
+}
+
+interface Claimed {
+  message: InboxMessage;
+  token: string;
+  scheduledAt: Date;
+  lost: boolean;
+  started: boolean;
+  abort: AbortController;
+  renewStop: () => Promise<void>;
+}
+
+/** A cancellable sleep; `wake()` ends it early. */
+class Sleeper {
+  private timer: NodeJS.Timeout | undefined;
+  private resolve: (() => void) | undefined;
+  sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      this.resolve = resolve;
+      this.timer = setTimeout(() => this.wake(), Math.min(ms, MAX_TIMER_MS));
+    });
+  }
+  wake(): void {
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.timer = undefined;
+    const r = this.resolve;
+    this.resolve = undefined;
+    r?.();
+  }
+}
+
+/**
+ * A pull worker for one source. Build it with `createWorker`; `run()` loops until `stop()`.
+ */
+export class InboxWorker {
+  private readonly o: ResolvedOptions;
+  private readonly sql: RenderedStatements;
+  private stopping = false;
+  private graceExpired = false;
+  private running: Promise<void> | undefined;
+  private readonly poll = new Sleeper();
+  private graceTimer: NodeJS.Timeout | undefined;
+  private readonly inFlight = new Set<Claimed>();
+
+  constructor(
+    private readonly connections: ConnectionSource,
+    options: WorkerOptions,
+    private readonly handler: InboxHandler,
+  ) {
+    this.o = resolveOptions(options);
+    if (this.o.dialect !== 'postgresql') {
+      throw new Error(`The dialect ${this.o.dialect} is not supported by this version of the client yet.`);
+    }
+    if (typeof handler !== 'function') throw new TypeError('The handler must be a function.');
+    this.sql = renderPostgresql(this.o.names);
+  }
+
+  /** Runs the loop until stop(); resolves (without error) once every handler has returned. */
+  run(): Promise<void> {
+    if (this.running === undefined) this.running = this.loop();
+    return this.running;
+  }
+
+  /**
+   * Stops claiming, abandons claimed rows whose handler has not started, and gives running
+   * handlers `shutdownGraceMs` before aborting them. Idempotent. Resolves when run() has returned.
+   */
+  stop(): Promise<void> {
+    if (!this.stopping) {
+      this.stopping = true;
+      this.poll.wake();
+      this.graceTimer = setTimeout(() => this.expireGrace(), Math.min(this.o.shutdownGraceMs, MAX_TIMER_MS));
+      this.graceTimer.unref?.();
+    }
+    return this.running ? this.running.then(() => undefined) : Promise.resolve();
+  }
+
+  private expireGrace(): void {
+    this.graceExpired = true;
+    for (const c of this.inFlight) c.abort.abort(new Error('The shutdown grace expired.'));
+  }
+
+  private log(level: LogLevel, message: string, fields: LogFields): void {
+    const logger = this.o.logger;
+    if (!logger) return;
+    try {
+      logger[level]?.call(logger, message, fields);
+    } catch {
+      // A failing logger never breaks the worker.
+    }
+  }
+
+  private fields(m?: InboxMessage, error?: unknown): LogFields {
+    const f: LogFields = { source: this.o.source };
+    if (m) {
+      f.messageId = m.id;
+      f.attempt = m.attempt;
+      if (m.correlationId !== null) f.correlationId = m.correlationId;
+    }
+    if (error !== undefined) f.error = redactedErrorText(error);
+    return f;
+  }
+
+  private async loop(): Promise<void> {
+    try {
+      while (!this.stopping) {
+        let batch: Claimed[];
+        try {
+          batch = await this.claim();
+        } catch (error) {
+          this.log('warn', 'The claim failed.', this.fields(undefined, error));
+          if (!this.stopping) await this.poll.sleep(this.o.pollIntervalMs);
+          continue;
+        }
+        if (batch.length === 0) {
+          if (!this.stopping) await this.poll.sleep(this.o.pollIntervalMs);
+          continue;
+        }
+        await this.runBatch(batch);
+      }
+    } finally {
+      if (this.graceTimer !== undefined) clearTimeout(this.graceTimer);
+    }
+  }
+
+  private async claim(): Promise<Claimed[]> {
+    const token = randomUUID();
+    const conn = await this.connections.connect('claim');
+    let broken = false;
+    let rows: Record<string, unknown>[];
+    try {
+      await conn.begin();
+      const batch = this.o.batchSize;
+      const result = await conn.query(
+        this.sql.claim,
+        [this.o.source, batch, clampMs(this.o.leaseMs), candLimit(batch), token],
+        { timeoutMs: CLAIM_TIMEOUT_MS },
+      );
+      await conn.commit();
+      rows = result.rows;
+    } catch (error) {
+      broken = true;
+      throw error;
+    } finally {
+      await conn.release(broken).catch(() => undefined);
+    }
+    const claimed = rows.map((row) => this.toClaimed(row, token));
+    claimed.sort(
+      (a, b) =>
+        a.scheduledAt.getTime() - b.scheduledAt.getTime() ||
+        a.message.createdAt.getTime() - b.message.createdAt.getTime() ||
+        (a.message.id < b.message.id ? -1 : a.message.id > b.message.id ? 1 : 0),
+    );
+    // Renewal starts as soon as the claim commits (PULL-39).
+    if (claimed.length > 0) this.startRenewal(claimed);
+    return claimed;
+  }
+
+  private toClaimed(row: Record<string, unknown>, token: string): Claimed {
+    const n = this.o.names;
+    const message: InboxMessage = Object.freeze({
+      id: String(row[n.id]).toLowerCase(),
+      source: String(row[n.source]),
+      idempotencyKey: String(row[n.idempotency_key]),
+      aggregateId: nullableText(row[n.aggregate_id]),
+      eventType: nullableText(row[n.event_type]),
+      payload: parsePayload(row[n.payload]),
+      attempt: Number(row[n.attempt]),
+      correlationId: nullableText(row[n.correlation_id]),
+      headers: Object.freeze(toHeaders(row[n.headers])),
+      createdAt: toDate(row[n.created_at]),
+    });
+    return {
+      message,
+      token,
+      scheduledAt: toDate(row[n.scheduled_at]),
+      lost: false,
+      started: false,
+      abort: new AbortController(),
+      renewStop: async () => undefined,
+    };
+  }
+
+  /**
+   * Renewal for one batch (PULL-39, PULL-43, PULL-44): every max(1, floor(lease / 3)) ms, one
+   * connection in autocommit mode renews each row of the batch that has no outcome yet. Returns
+   * one stop function per row; stopping a row waits for its renewal statement in flight.
+   */
+  private startRenewal(batch: Claimed[]): void {
+    const active = new Set(batch);
+    const sleeper = new Sleeper();
+    const interval = renewalIntervalMs(this.o.leaseMs);
+    let current: { row: Claimed; done: Promise<void> } | undefined;
+    const renewOne = async (conn: InboxConnection, c: Claimed): Promise<void> => {
+      try {
+        const result = await conn.query(this.sql.renew, [clampMs(this.o.leaseMs), c.message.id, c.token]);
+        if (result.rowCount !== 1) {
+          active.delete(c);
+          c.lost = true;
+          this.log('warn', 'The lease was lost to another worker.', this.fields(c.message));
+          c.abort.abort(new Error('The lease was lost to another worker.'));
+        }
+      } catch (error) {
+        this.log('warn', 'The renewal failed.', this.fields(c.message, error));
+        throw error;
+      }
+    };
+    const loop = async (): Promise<void> => {
+      while (active.size > 0) {
+        await sleeper.sleep(interval);
+        if (active.size === 0) break;
+        let conn: InboxConnection | undefined;
+        let broken = false;
+        try {
+          conn = await this.connections.connect('renew');
+        } catch (error) {
+          for (const c of active) this.log('warn', 'The renewal failed.', this.fields(c.message, error));
+          continue;
+        }
+        try {
+          for (const c of [...active]) {
+            if (!active.has(c)) continue;
+            const done = renewOne(conn, c).catch(() => {
+              broken = true;
+            });
+            current = { row: c, done };
+            await done;
+            current = undefined;
+            if (broken) break;
+          }
+        } finally {
+          await conn.release(broken).catch(() => undefined);
+        }
+      }
+    };
+    const running = loop();
+    for (const c of batch) {
+      c.renewStop = async () => {
+        active.delete(c);
+        if (current?.row === c) await current.done;
+        if (active.size === 0) {
+          sleeper.wake();
+          await running;
+        }
+      };
+    }
+  }
+
+  private async runBatch(batch: Claimed[]): Promise<void> {
+    const slots = Math.min(this.o.maxConcurrency, this.o.batchSize, batch.length);
+    let next = 0;
+    const slot = async (): Promise<void> => {
+      while (next < batch.length) {
+        const c = batch[next++]!;
+        await this.processOne(c);
+      }
+    };
+    const running: Promise<void>[] = [];
+    for (let i = 0; i < slots; i++) running.push(slot());
+    await Promise.all(running);
+  }
+
+  private async processOne(c: Claimed): Promise<void> {
+    const m = c.message;
+    if (this.stopping) {
+      // PULL-48 step 2: a row whose handler has not started is abandoned.
+      await c.renewStop();
+      this.log('info', 'The shutdown abandoned the message, so it spends no attempt.', this.fields(m));
+      return;
+    }
+    if (c.lost) {
+      // PULL-39: a waiting row whose lease was lost is skipped.
+      await c.renewStop();
+      return;
+    }
+    c.started = true;
+    this.inFlight.add(c);
+    try {
+      await this.handle(c);
+    } finally {
+      this.inFlight.delete(c);
+      await c.renewStop();
+    }
+  }
+
+  private async handle(c: Claimed): Promise<void> {
+    const m = c.message;
+    let conn: InboxConnection;
+    try {
+      conn = await this.connections.connect('handler');
+    } catch (error) {
+      this.log('error', 'The message was abandoned.', this.fields(m, error));
+      return;
+    }
+    let broken = false;
+    let retryFailure: { error: unknown } | undefined;
+    try {
+      try {
+        await conn.begin();
+      } catch (error) {
+        broken = true;
+        this.log('error', 'The message was abandoned.', this.fields(m, error));
+        return;
+      }
+      if (this.graceExpired) c.abort.abort(new Error('The shutdown grace expired.'));
+      let open = true;
+      const tx: HandlerTransaction = Object.freeze({
+        query: async (sql: string, params?: readonly unknown[]) => {
+          if (!open) throw new Error('The handler transaction is over: the handler has returned.');
+          return conn.query(sql, params ?? []);
+        },
+      });
+      let failed = false;
+      let failure: unknown;
+      try {
+        await this.handler(m, tx, c.abort.signal);
+      } catch (error) {
+        failed = true;
+        failure = error;
+      }
+      open = false;
+      // PULL-40 step 3: stop the renewal and wait for a renewal in flight.
+      await c.renewStop();
+
+      if (this.graceExpired) {
+        await this.rollbackOrBreak(conn, m).catch(() => (broken = true));
+        this.log('info', 'The shutdown abandoned the message, so it spends no attempt.', this.fields(m));
+        return;
+      }
+      if (c.lost) {
+        await this.rollbackOrBreak(conn, m).catch(() => (broken = true));
+        if (failed) this.log('warn', 'The lease was lost, so nothing was written.', this.fields(m, failure));
+        else this.log('warn', 'The lease was lost, so the work was rolled back.', this.fields(m));
+        return;
+      }
+      if (failed) {
+        try {
+          await conn.rollback();
+        } catch (error) {
+          broken = true;
+          this.log('error', 'The message was abandoned.', this.fields(m, error));
+          return;
+        }
+        retryFailure = { error: failure };
+      }
+      // Success: Complete inside the handler transaction, under the fence.
+      else try {
+        const result = await conn.query(this.sql.complete, [m.id, c.token]);
+        if (result.rowCount === 1) {
+          await conn.commit();
+          this.log('debug', 'The message was processed.', this.fields(m));
+        } else {
+          await conn.rollback();
+          this.log('warn', 'The completion affected no row, so the work was rolled back.', this.fields(m));
+        }
+      } catch (error) {
+        broken = true;
+        this.log('error', 'The message was abandoned.', this.fields(m, error));
+      }
+    } finally {
+      await conn.release(broken).catch(() => undefined);
+    }
+    if (retryFailure !== undefined) await this.fail(c, retryFailure.error);
+  }
+
+  private async rollbackOrBreak(conn: InboxConnection, _m: InboxMessage): Promise<void> {
+    await conn.rollback();
+  }
+
+  /** Retry or Dead outside the rolled-back transaction (PULL-45/46). */
+  private async fail(c: Claimed, failure: unknown): Promise<void> {
+    const m = c.message;
+    let action: FailureAction;
+    try {
+      action = this.o.retryPolicy(m, failure);
+      if (action === null || typeof action !== 'object' || (action.kind !== 'retry' && action.kind !== 'dead')) {
+        throw new TypeError('The retry policy returned no failure action.');
+      }
+    } catch (error) {
+      this.log('error', 'The message was abandoned.', this.fields(m, error));
+      return;
+    }
+    const text = redactedErrorText(failure);
+    let conn: InboxConnection | undefined;
+    let broken = false;
+    try {
+      conn = await this.connections.connect('failure');
+      const result =
+        action.kind === 'retry'
+          ? await conn.query(this.sql.retry, [clampMs(action.delayMs), text, m.id, c.token])
+          : await conn.query(this.sql.dead, [text, m.id, c.token]);
+      const fields = this.fields(m);
+      fields.error = text;
+      if (result.rowCount !== 1) {
+        this.log('warn', 'The failure changed nothing, because the claim was lost.', fields);
+      } else if (action.kind === 'retry') {
+        fields.delayMs = clampMs(action.delayMs);
+        this.log('warn', 'The message retries.', fields);
+      } else {
+        this.log('error', 'The message reached the dead letter.', fields);
+      }
+    } catch (error) {
+      broken = true;
+      this.log('error', 'The message was abandoned.', this.fields(m, error));
+    } finally {
+      await conn?.release(broken).catch(() => undefined);
+    }
+  }
+}
+
+/** Builds a worker. Options are validated here, before any connection is opened (PULL-57). */
+export function createWorker(connections: ConnectionSource, options: WorkerOptions, handler: InboxHandler): InboxWorker {
+  return new InboxWorker(connections, options, handler);
+}
+
+function nullableText(v: unknown): string | null {
+  return v === null || v === undefined ? null : String(v);
+}
+
+function toDate(v: unknown): Date {
+  return v instanceof Date ? v : new Date(String(v));
+}
+
+function parsePayload(v: unknown): JsonValue {
+  // PostgreSQL's jsonb arrives parsed by the driver: taken as is (PULL-55).
+  return (v === undefined ? null : v) as JsonValue;
+}
+
+function toHeaders(v: unknown): Record<string, string> {
+  const value = v;
+  const out: Record<string, string> = {};
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return out;
+  for (const [k, x] of Object.entries(value as Record<string, unknown>)) {
+    out[k] = typeof x === 'string' ? x : JSON.stringify(x);
+  }
+  return out;
+}
