@@ -13,10 +13,11 @@
 #
 # Needs the local PostgreSQL of the tests (postgres://postgres@127.0.0.1:5432/test, trust;
 # QUEUEBOX_BENCH_PG_URL for another), psql, cargo, Debian's Go with golang-github-jackc-pgx-v4-dev
-# (as clients/go/test.sh) and Node 20+ with npm. It builds everything first:
+# (installed with apt-get when missing and run as root, like clients/go/test.sh) and Node 20+ with
+# npm. It builds everything first:
 #   - qb-pull-rust (bench/queuebox-bench, queuebox-inbox with the `postgres` feature), release;
 #   - bench/pull-go (the Go client, GOPATH mode offline, like clients/go/test.sh);
-#   - the TypeScript client (`npm run build` in clients/typescript; when that fails, the
+#   - the TypeScript client (`npm ci` and `npm run build` in clients/typescript; when that fails, the
 #     TypeScript rows say "not measured");
 #   - `npm ci` in bench/pull-node (pg-boss; node_modules is git-ignored).
 # Then it waits until no other benchmark runs (pgrep -f 'qb-bench|wrk|pgbench'), and for each
@@ -95,8 +96,15 @@ cargo build --release --quiet -p queuebox-bench --bin qb-pull-rust
 rust_bin="$target/release/qb-pull-rust"
 
 log "building bench/pull-go (GOPATH mode, offline)"
-[[ -d /usr/share/gocode/src/github.com/jackc/pgx/v4/stdlib ]] \
-    || die "golang-github-jackc-pgx-v4-dev is missing (see clients/go/test.sh)"
+# The same Debian packages clients/go/test.sh installs, installed the same way when missing.
+if ! command -v go >/dev/null || [[ ! -d /usr/share/gocode/src/github.com/jackc/pgx/v4/stdlib ]]; then
+    if [[ $(id -u) -eq 0 ]]; then
+        log "installing golang-go and golang-github-jackc-pgx-v4-dev"
+        apt-get update -qq >/dev/null && apt-get install -y -qq golang-go golang-github-jackc-pgx-v4-dev >/dev/null
+    fi
+fi
+command -v go >/dev/null && [[ -d /usr/share/gocode/src/github.com/jackc/pgx/v4/stdlib ]] \
+    || die "go or golang-github-jackc-pgx-v4-dev is missing (apt-get install golang-go golang-github-jackc-pgx-v4-dev)"
 gopath="$work/gopath"
 mkdir -p "$gopath/src/github.com/alternayte"
 ln -s "$root" "$gopath/src/github.com/alternayte/queuebox"
@@ -110,9 +118,10 @@ go_bin="$work/pull-go"
 
 log "building the TypeScript client"
 ts_ok=1
-if ! (cd clients/typescript && npm run build >"$work/ts-build.log" 2>&1); then
+if ! (cd clients/typescript && npm ci --no-audit --no-fund --prefer-offline --loglevel=error \
+        && npm run build) >"$work/ts-build.log" 2>&1; then
     ts_ok=0
-    log "npm run build failed in clients/typescript: the TypeScript client is not measured"
+    log "npm ci or npm run build failed in clients/typescript: the TypeScript client is not measured"
 fi
 
 log "installing pg-boss (bench/pull-node)"
