@@ -1,5 +1,5 @@
 //! Statement facts of the outbox requirements, one test per id (outbox.md OUT-1, OUT-5, OUT-9,
-//! OUT-10, OUT-17, OUT-47), against the real PostgreSQL server, each test in a schema of its own.
+//! OUT-10, OUT-17, OUT-38, OUT-47), against the real PostgreSQL server, each test in a schema of its own.
 
 #[allow(dead_code)]
 #[path = "postgres/support.rs"]
@@ -632,4 +632,70 @@ async fn out_47_a_reclaimed_row_keeps_its_sequence_and_is_claimed_as_head() {
     assert_eq!(again[0].attempt, 0);
     assert_eq!(snap(&db, next).await.state, "pending");
     db.drop().await;
+}
+
+/// OUT-38: the order of a key is the order of `sequence` among the rows the claim can see. A row
+/// whose transaction took its `sequence` first but committed after a higher-`sequence` row of the
+/// same key was claimed goes out after that row: the claim never waits for it, and once it is
+/// visible the processing row still holds the key (OUT-13 rule 3) until it ends.
+#[tokio::test]
+async fn out_38_a_lower_sequence_committed_late_goes_after_the_row_already_claimed() {
+    let (db, store) = migrated("out38").await;
+    // The slow writer takes its sequence first and holds its transaction open.
+    let slow = session(&db).await;
+    slow.batch_execute("BEGIN").await.expect("begin");
+    let late: Uuid = slow
+        .query_one(
+            "INSERT INTO outbox (topic, key, payload) VALUES ('t', 'k', '{}') RETURNING id",
+            &[],
+        )
+        .await
+        .expect("insert the late row")
+        .get(0);
+    let early = insert(&db, "t", Some("k")).await;
+    assert_eq!(
+        visible_sequence(&db, late).await,
+        None,
+        "the late row is not visible before its commit"
+    );
+
+    let first = store.claim(10, LEASE).await.expect("claim");
+    assert_eq!(ids(&first), vec![early], "only the committed row is seen");
+    slow.batch_execute("COMMIT")
+        .await
+        .expect("commit the late row");
+    let late_seq = visible_sequence(&db, late)
+        .await
+        .expect("the late row after its commit");
+    assert!(
+        late_seq < first[0].sequence,
+        "the late row took the lower sequence ({late_seq} vs {})",
+        first[0].sequence
+    );
+    assert!(
+        store.claim(10, LEASE).await.expect("claim").is_empty(),
+        "the processing row holds its key against the lower-sequence late row"
+    );
+    store
+        .finish(&[TerminalWrite::Sent {
+            claim: claim_of(&first, early),
+        }])
+        .await
+        .expect("finish");
+    let second = store.claim(10, LEASE).await.expect("claim");
+    assert_eq!(
+        ids(&second),
+        vec![late],
+        "the late row goes out after the row already claimed"
+    );
+    db.drop().await;
+}
+
+/// The `sequence` of `id` as a new statement sees it: None while its insert is uncommitted.
+async fn visible_sequence(db: &TestDb, id: Uuid) -> Option<i64> {
+    db.admin
+        .query_opt("SELECT sequence FROM outbox WHERE id = $1", &[&id])
+        .await
+        .expect("read the sequence")
+        .map(|row| row.get(0))
 }
