@@ -222,6 +222,8 @@ fn cfg_103_route_destination_must_exist_with_suggestion() {
     );
 }
 
+/// CFG-104 and destinations.md DST-22: a route key on a destination that is not rabbitmq or kafka
+/// (here `log`) stops the start; the error names the route's path.
 #[test]
 fn cfg_104_routing_key_template_needs_rabbitmq_or_kafka() {
     assert_eq!(

@@ -337,6 +337,8 @@ async fn rly_10_11_a_push_row_is_forwarded_once_with_its_columns_and_identity_he
     db.drop().await;
 }
 
+/// INB-3, RLY-2; also proves PULL-2: the inbox relay never claims or changes a pull row (it stays
+/// pending, with no claim token and no claimed_at, and nothing reaches the outbox for it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inb_3_rly_2_the_relay_never_touches_pull_rows_or_rows_of_unconfigured_sources() {
     let db = TestDb::new("relaypull").await;

@@ -77,6 +77,9 @@ fn policy(max: u32, base: u64, maxd: u64) -> Arc<dyn RetryPolicy> {
     )
 }
 
+/// PULL-C1; also proves PULL-5 (every pull-path column reaches the handler), PULL-6 (native UUID
+/// and timestamp round-trip on PostgreSQL), PULL-54 (the message fields) and PULL-55 (nullable
+/// fields arrive as None, empty headers as an empty map).
 #[tokio::test]
 async fn pull_c1_every_field_reaches_the_handler() {
     let db = Db::new().await;
@@ -134,6 +137,10 @@ async fn pull_c1_every_field_reaches_the_handler() {
     assert!(!format!("{full:?}").contains("token"));
 }
 
+/// PULL-C2; also proves PULL-3 (pending -> processing -> processed), PULL-4 (processed means the
+/// work committed with the mark), PULL-35 (the handler writes through the live transaction),
+/// PULL-40 (success runs Complete inside the handler transaction) and PULL-41 (the writes and the
+/// mark commit together).
 #[tokio::test]
 async fn pull_c2_handler_writes_and_completion_commit_together() {
     let db = Db::new().await;
@@ -147,6 +154,9 @@ async fn pull_c2_handler_writes_and_completion_commit_together() {
     assert!(snap.processed_at_set && snap.claim_token.is_none() && !snap.lease_set);
 }
 
+/// PULL-C3; also proves PULL-4 (a failed handler leaves no write and no processed mark), PULL-12 (a
+/// retry raises attempt), PULL-40 (a failure rolls back, then the policy applies) and PULL-46 (the
+/// failure write lands outside the rolled-back transaction).
 #[tokio::test]
 async fn pull_c3_no_write_is_left_when_the_handler_fails() {
     let db = Db::new().await;
@@ -160,6 +170,8 @@ async fn pull_c3_no_write_is_left_when_the_handler_fails() {
     assert_eq!(snap.attempt, 1);
 }
 
+/// PULL-C4; also proves PULL-9 (0 rows means write nothing more), PULL-40 (Complete on 0 rows rolls
+/// back) and PULL-41 (the work commits only with the mark).
 #[tokio::test]
 async fn pull_c4_completion_on_zero_rows_rolls_back() {
     let db = Arc::new(Db::new().await);
@@ -194,6 +206,7 @@ async fn pull_c4_completion_on_zero_rows_rolls_back() {
     assert_eq!(snap.claim_token, *thief.lock().unwrap());
 }
 
+/// PULL-C5; also proves PULL-18 (concurrent claims on PostgreSQL never hand a row to two workers).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pull_c5_no_message_goes_to_two_workers() {
     let db = Db::new().await;
@@ -220,6 +233,8 @@ async fn pull_c5_no_message_goes_to_two_workers() {
     assert_eq!(handled, expected, "each of the 20 ids handled exactly once");
 }
 
+/// PULL-C6; also proves PULL-43 (renewal every lease/3 keeps a 1 s lease through a 3 s handler) and
+/// PULL-44 (a renewed lease ends lease ms after the database now).
 #[tokio::test]
 async fn pull_c6_ownership_lasts_across_a_long_handler() {
     let db = Db::new().await;
@@ -243,6 +258,9 @@ async fn pull_c6_ownership_lasts_across_a_long_handler() {
     );
 }
 
+/// PULL-C7; also proves PULL-35 (the handler gets a cancellation signal), PULL-40 (lost lease and
+/// success: roll back), PULL-43 (the loss is seen within two renewal intervals) and PULL-44 (Renew
+/// on 0 rows sets lost and fires the signal).
 #[tokio::test]
 async fn pull_c7_a_lost_renewal_cancels_the_handler() {
     let db = Arc::new(Db::new().await);
@@ -306,6 +324,10 @@ async fn wait_count(n: &AtomicUsize, at_least: usize) {
     assert!(n.load(Ordering::SeqCst) >= at_least, "handler started");
 }
 
+/// PULL-C8; also proves PULL-3 (an expired processing row is claimed again), PULL-12 (an abandoned
+/// row keeps its attempt), PULL-16 (an expired lease makes a row ready), PULL-40 (grace expired:
+/// abandon), PULL-48 (the grace expiry cancels and abandons), PULL-49 (abandon spends no attempt)
+/// and PULL-50 (run waits for the handler that honours the signal).
 #[tokio::test]
 async fn pull_c8_an_abandoned_message_comes_back() {
     let db = Db::new().await;
@@ -330,6 +352,8 @@ async fn pull_c8_an_abandoned_message_comes_back() {
     assert_eq!(snap.attempt, 0);
 }
 
+/// PULL-C9; also proves PULL-3 (processing -> pending on Retry), PULL-12 (a retry raises attempt)
+/// and PULL-31 (a retry moves scheduled_at into the future).
 #[tokio::test]
 async fn pull_c9_a_retry_records_the_attempt_and_the_backoff() {
     let db = Db::new().await;
@@ -351,6 +375,8 @@ async fn pull_c9_a_retry_records_the_attempt_and_the_backoff() {
     );
 }
 
+/// PULL-C10; also proves PULL-3 (processing -> dead), PULL-12 (Dead raises attempt), PULL-45 (the
+/// policy gets the message with its attempt) and PULL-61 (dead-letter at the ceiling).
 #[tokio::test]
 async fn pull_c10_dead_letter_at_the_ceiling() {
     let db = Db::new().await;
@@ -365,6 +391,8 @@ async fn pull_c10_dead_letter_at_the_ceiling() {
     assert!(snap.last_error.is_some());
 }
 
+/// PULL-C11; also proves PULL-8 (the fence refuses another token), PULL-9 (0 rows is a normal
+/// result, not an error) and PULL-11 (each of the five statements runs with its parameters).
 #[tokio::test]
 async fn pull_c11_a_stale_token_changes_nothing() {
     use queuebox_inbox::sql::Statements;
@@ -417,6 +445,8 @@ async fn pull_c11_a_stale_token_changes_nothing() {
     );
 }
 
+/// PULL-C12; also proves PULL-48 (stop claims nothing new and abandons in-flight work) and PULL-49
+/// (the abandoned row stays processing).
 #[tokio::test]
 async fn pull_c12_stop_claims_nothing_new_and_abandons_in_flight_work() {
     let db = Db::new().await;
@@ -433,6 +463,7 @@ async fn pull_c12_stop_claims_nothing_new_and_abandons_in_flight_work() {
     assert_eq!(db.states().await, vec!["pending", "processing"]);
 }
 
+/// PULL-C13; also proves PULL-5 (every table and column name can be remapped through the options).
 #[tokio::test]
 async fn pull_c13_mapped_names_work() {
     let schema = Schema::with_names(|n| format!("qb_{n}"), "pull_jobs");
@@ -452,6 +483,7 @@ async fn pull_c13_mapped_names_work() {
 #[path = "../examples/readme.rs"]
 mod readme;
 
+/// PULL-C14; also proves PULL-74 (the README example for PostgreSQL runs).
 #[tokio::test]
 async fn pull_c14_the_readme_example_runs() {
     // In-repo form of C14: the README's example (examples/readme.rs, shown verbatim in the
@@ -480,6 +512,8 @@ async fn pull_c14_the_readme_example_runs() {
     assert_eq!(db.app_rows(id).await, 1);
 }
 
+/// PULL-C15; also proves PULL-46 (`The message retries.` with the redacted error) and PULL-64 (the
+/// redacted text is what reaches last_error and the logs).
 #[tokio::test]
 async fn pull_c15_secrets_never_reach_last_error_or_logs() {
     let logs = Captured::default();
@@ -506,6 +540,7 @@ async fn pull_c15_secrets_never_reach_last_error_or_logs() {
     assert!(!text.contains("hunter2"));
 }
 
+/// PULL-C16; also proves PULL-36 (an empty batch waits the poll interval).
 #[tokio::test]
 async fn pull_c16_no_polling_storm() {
     let db = Db::new().await;
@@ -520,6 +555,8 @@ async fn pull_c16_no_polling_storm() {
     assert!((4..=20).contains(&claims), "{claims} claims");
 }
 
+/// PULL-C17; also proves PULL-36 (no claim starts while a batch is in flight) and PULL-38 (no more
+/// than the batch is held).
 #[tokio::test]
 async fn pull_c17_no_more_than_the_batch_in_memory() {
     let db = Db::new().await;
@@ -577,6 +614,9 @@ fn counters() -> (Windows, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     )
 }
 
+/// PULL-C18; also proves PULL-17 (heads and the not-busy rule), PULL-18 (two workers never give an
+/// aggregate two live leases), PULL-29 (at most one live row per source and aggregate) and PULL-30
+/// (rows of an aggregate in creation order, the next only after the current one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pull_c18_one_message_per_aggregate_in_flight() {
     // (a) one aggregate, two workers.
@@ -624,6 +664,8 @@ async fn pull_c18_one_message_per_aggregate_in_flight() {
     assert_eq!(peak.load(Ordering::SeqCst), 2);
 }
 
+/// PULL-C19; also proves PULL-18 (PostgreSQL: SKIP LOCKED, no claim lock) and PULL-76 (C19 does not
+/// run on PostgreSQL).
 #[tokio::test]
 async fn pull_c19_a_claim_lock_failure_is_transient_not_applicable_on_postgresql() {
     // PULL-76: PostgreSQL takes no claim lock (SKIP LOCKED), so there is no lock to hold.
@@ -635,6 +677,7 @@ async fn pull_c19_a_claim_lock_failure_is_transient_not_applicable_on_postgresql
     assert!(st.claim.contains("SKIP LOCKED") && !st.claim.contains("LOCK TABLE"));
 }
 
+/// PULL-C20; PULL-76: C20 does not run on PostgreSQL.
 #[tokio::test]
 async fn pull_c20_the_lock_timeout_beats_the_callers_deadline_not_applicable_on_postgresql() {
     // PULL-76: SQL Server and MySQL only; PostgreSQL has no claim lock timeout to race.
@@ -646,6 +689,7 @@ async fn pull_c20_the_lock_timeout_beats_the_callers_deadline_not_applicable_on_
     assert!(!st.claim.contains("GET_LOCK") && !st.claim.contains("sp_getapplock"));
 }
 
+/// PULL-C21; also proves PULL-16 (only pull rows of the worker's source are ready).
 #[tokio::test]
 async fn pull_c21_only_pull_rows_of_the_workers_source_are_claimed() {
     let db = Db::new().await;
@@ -673,6 +717,7 @@ async fn pull_c21_only_pull_rows_of_the_workers_source_are_claimed() {
     }
 }
 
+/// PULL-C22; also proves PULL-16 (a pending row is ready only when scheduled_at <= now).
 #[tokio::test]
 async fn pull_c22_a_row_is_not_claimed_before_it_is_due() {
     let db = Db::new().await;
@@ -690,6 +735,8 @@ async fn pull_c22_a_row_is_not_claimed_before_it_is_due() {
     assert!(at >= Duration::from_millis(1_950), "handled after {at:?}");
 }
 
+/// PULL-C23; also proves PULL-45 (the policy decides from the row's attempt) and PULL-61 (n =
+/// attempt + 1 against maxAttempts).
 #[tokio::test]
 async fn pull_c23_the_attempt_boundary() {
     let db = Db::new().await;
@@ -708,6 +755,8 @@ async fn pull_c23_the_attempt_boundary() {
     assert_eq!((s2.state.as_str(), s2.attempt), ("dead", 3));
 }
 
+/// PULL-C24; also proves PULL-34 (renewal uses its own connections from the source) and PULL-44 (a
+/// renewal error is logged and is not a loss).
 #[tokio::test]
 async fn pull_c24_a_renewal_error_is_not_a_lost_lease() {
     let logs = Captured::default();
@@ -743,6 +792,8 @@ async fn pull_c24_a_renewal_error_is_not_a_lost_lease() {
     assert_eq!(snap.state, "processed");
 }
 
+/// PULL-C25; also proves PULL-33 (rows without aggregate run in parallel) and PULL-38
+/// (min(maxConcurrency, batch, rows) slots).
 #[tokio::test]
 async fn pull_c25_rows_without_aggregate_run_in_parallel() {
     let db = Db::new().await;
@@ -758,6 +809,8 @@ async fn pull_c25_rows_without_aggregate_run_in_parallel() {
     assert_eq!(peak.load(Ordering::SeqCst), 4);
 }
 
+/// PULL-C26; also proves PULL-38 (one slot runs the batch in claim order) and PULL-39 (waiting rows
+/// are renewed from the claim on).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pull_c26_waiting_rows_keep_their_lease() {
     let db = Db::new().await;
@@ -783,6 +836,8 @@ async fn pull_c26_waiting_rows_keep_their_lease() {
     assert!(s2.lock().unwrap().is_empty());
 }
 
+/// PULL-C27; also proves PULL-34 (the handler connection comes from the source on request) and
+/// PULL-52 (a library failure abandons with the attempt unchanged).
 #[tokio::test]
 async fn pull_c27_a_library_failure_abandons() {
     let logs = Captured::default();
@@ -810,6 +865,9 @@ async fn pull_c27_a_library_failure_abandons() {
     assert_eq!((snap.state.as_str(), snap.attempt), ("processed", 0));
 }
 
+/// PULL-C28; also proves PULL-25 (a name that is not a plain identifier is refused with the exact
+/// message), PULL-56 (the option rules and messages) and PULL-57 (validation happens before any
+/// connection is opened).
 #[test]
 fn pull_c28_options_are_validated() {
     // No database is reachable through this source: building must fail before connecting.
@@ -884,6 +942,10 @@ fn unmap(text: &str, order: &[&str]) -> String {
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// PULL-C29; also proves PULL-7 (the PostgreSQL texts use clock_timestamp()), PULL-8 (the fence in
+/// Renew, Complete, Retry, Dead), PULL-11 (the five statements and their parameters), PULL-17 (the
+/// four-step claim), PULL-22 (the returned columns) and PULL-24 (rendered text equals the canonical
+/// text, default and mapped names).
 #[test]
 fn pull_c29_rendered_sql_equals_the_canonical_text() {
     use queuebox_inbox::sql::Statements;
@@ -924,6 +986,8 @@ fn pull_c29_rendered_sql_equals_the_canonical_text() {
     }
 }
 
+/// PULL-C30; also proves PULL-15 (a delay is clamped to 2147483647 ms), PULL-60 (defaults and
+/// validation), PULL-61 (the decision and delays) and PULL-62 (`FailureAction` and the clamp).
 #[test]
 fn pull_c30_the_default_retry_policy() {
     let p = DefaultRetryPolicy::new(
@@ -1031,6 +1095,8 @@ fn corpus() -> Corpus {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// PULL-C31; also proves PULL-64, PULL-65, PULL-66, PULL-67, PULL-68 (the redaction rules, judged
+/// by the corpus), PULL-69 (the input bound) and PULL-70 (the corpus file, its version and limits).
 #[test]
 fn pull_c31_redaction_corpus_and_the_input_bound() {
     let c = corpus();
@@ -1085,6 +1151,7 @@ impl std::error::Error for SelfCause {
     }
 }
 
+/// PULL-C32; also proves PULL-63 (5 levels joined by ` | caused by `, a self-cause once).
 #[test]
 fn pull_c32_error_chain_text() {
     let mut chain = Level(7, None);
@@ -1098,6 +1165,7 @@ fn pull_c32_error_chain_text() {
     assert_eq!(queuebox_inbox::redacted(&SelfCause), "loop");
 }
 
+/// PULL-C33; also proves PULL-53 (nothing is printed without a logger).
 #[tokio::test]
 async fn pull_c33_silent_by_default() {
     // Runs PULL-C3 in a child process with no logger and checks that it printed nothing
@@ -1141,6 +1209,7 @@ fn c33_child_runs_c3_without_a_logger() {
     pull_c3_no_write_is_left_when_the_handler_fails();
 }
 
+/// PULL-C34; also proves PULL-55 (the same JSON value and unchanged non-ASCII text).
 #[tokio::test]
 async fn pull_c34_payloads_and_text_round_trip() {
     let db = Db::new().await;
@@ -1181,6 +1250,9 @@ async fn pull_c34_payloads_and_text_round_trip() {
     }
 }
 
+/// PULL-C35; also proves PULL-40 (the handler transaction is not cancelled by stop), PULL-48 (a
+/// handler within the grace gets its normal outcome) and PULL-50 (run returns after the handler
+/// returned).
 #[tokio::test]
 async fn pull_c35_a_handler_that_finishes_within_the_grace_commits() {
     let db = Db::new().await;
@@ -1212,6 +1284,8 @@ impl RetryPolicy for AlwaysDead {
     }
 }
 
+/// PULL-C36; also proves PULL-12 (Dead raises attempt), PULL-45 (a custom policy decides) and
+/// PULL-62 (`FailureAction::DeadLetter`).
 #[tokio::test]
 async fn pull_c36_a_policy_dead_letter_counts_the_attempt() {
     let db = Db::new().await;
@@ -1226,6 +1300,7 @@ async fn pull_c36_a_policy_dead_letter_counts_the_attempt() {
     assert!(snap.last_error.is_some());
 }
 
+/// PULL-C37; also proves PULL-51 (stop before run and a second stop do nothing more).
 #[tokio::test]
 async fn pull_c37_stop_is_idempotent() {
     let db = Db::new().await;
@@ -1261,6 +1336,7 @@ async fn pull_c37_stop_is_idempotent() {
     assert_eq!(db.row(id).await.state, "processed");
 }
 
+/// PULL-C38; PULL-76: C38 does not run on PostgreSQL (jsonb rejects invalid JSON).
 #[test]
 fn pull_c38_an_invalid_json_payload_is_dead_lettered_not_applicable_on_postgresql() {
     // PULL-76: jsonb rejects invalid JSON, so no such row can exist on PostgreSQL. The decode
@@ -1268,11 +1344,13 @@ fn pull_c38_an_invalid_json_payload_is_dead_lettered_not_applicable_on_postgresq
     assert!(serde_json::from_str::<serde_json::Value>("<raw text: not json").is_err());
 }
 
+/// PULL-C39; PULL-76: C39 runs on SQLite only.
 #[test]
 fn pull_c39_sqlite_a_long_handler_still_completes_not_applicable_on_postgresql() {
     // PULL-76: SQLite only; PostgreSQL renews (PULL-C6 covers the long handler there).
 }
 
+/// PULL-75: every contract case of cases.json has a test here.
 #[test]
 fn every_contract_case_has_a_test() {
     let cases: serde_json::Value =
@@ -1294,6 +1372,8 @@ fn every_contract_case_has_a_test() {
     }
 }
 
+/// Proves PULL-64 (every corpus input, through the worker's failure path, reaches last_error
+/// exactly as the corpus expects).
 #[tokio::test]
 async fn secrets_from_the_shared_corpus_never_reach_last_error() {
     // Every corpus input as a handler error, through the worker's failure path into last_error.
@@ -1335,6 +1415,8 @@ async fn secrets_from_the_shared_corpus_never_reach_last_error() {
     }
 }
 
+/// Proves PULL-52 (a handler panic is a library failure: its writes roll back, the attempt is
+/// unchanged and the row returns after its lease).
 #[tokio::test]
 async fn a_panicking_handler_abandons_and_its_writes_roll_back() {
     let db = Db::new().await;

@@ -83,6 +83,8 @@ async fn wait_count(schema: &TestSchema, sql: &str, expected: i64, limit: Durati
     }
 }
 
+/// INB-10; also proves PULL-1 (receipt part): the row stores `consumption` from its source's
+/// configuration, `pull` for `jobs` and the default `push` for `orders`.
 #[tokio::test(flavor = "multi_thread")]
 async fn inb_10_the_same_webhook_twice_is_stored_once_and_sources_are_separate() {
     let schema = TestSchema::create("in_dup").await;
