@@ -453,3 +453,17 @@ fn cfg_26_a_rule_whose_input_is_in_error_is_skipped() {
         ]
     );
 }
+
+/// pull.md PULL-2 (configuration part): a pull source needs no topic, route or destination; the
+/// same source as `push` is refused for want of a route (CFG-111).
+#[test]
+fn pull_2_a_pull_source_needs_no_topic_route_or_destination() {
+    let source = "sources:\n  shipments:\n    type: rabbitmq\n    connectionUrl: amqp://r\n    queueName: q\n";
+    ok(&with_db(&format!("{source}    consumption: pull\n")));
+    assert_eq!(
+        errors(&with_db(&format!("{source}    consumption: push\n"))),
+        [
+            "- sources.shipments.topic: no route matches the topic shipments; add a route or set consumption: pull"
+        ]
+    );
+}

@@ -141,6 +141,64 @@ async fn inb_10_the_same_webhook_twice_is_stored_once_and_sources_are_separate()
     schema.drop().await;
 }
 
+/// PULL-1 (configuration change part): a row keeps the `consumption` it was stored with. A pull
+/// row stored while `jobs` was a pull source stays `pull` and untouched after `jobs` becomes a
+/// push source, while the relay forwards the rows stored after the change.
+#[tokio::test(flavor = "multi_thread")]
+async fn pull_1_a_configuration_change_never_alters_a_stored_row() {
+    let schema = TestSchema::create("in_pull1").await;
+    let receiver = Receiver::start(|_, _| Reply::status(200)).await;
+    let as_pull = config(&schema, &receiver, "");
+    assert!(as_pull.contains("    consumption: pull\n"));
+    let service = Service::start("in-pull1-a", &as_pull);
+    assert_eq!(
+        post(&service, "/inbox/jobs", r#"{"id": "j-1"}"#).status,
+        202
+    );
+    assert_eq!(service.stop(), Some(0));
+
+    let as_push = as_pull.replace("    consumption: pull\n", "    topic: jobs.event\n");
+    let service = Service::start("in-pull1-b", &as_push);
+    assert_eq!(
+        post(&service, "/inbox/jobs", r#"{"id": "j-2"}"#).status,
+        202
+    );
+    receiver
+        .wait_for(Duration::from_secs(10), "the push row relayed", |r| {
+            !r.is_empty()
+        })
+        .await;
+    // Several relay polls (every 50 ms) later, still only the row stored as push went out.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let delivered: Vec<String> = receiver
+        .requests()
+        .iter()
+        .map(|r| r.json()["id"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(delivered, ["j-2"]);
+    let rows = schema
+        .client()
+        .query(
+            "SELECT idempotency_key, consumption, state FROM inbox ORDER BY idempotency_key",
+            &[],
+        )
+        .await
+        .unwrap();
+    let rows: Vec<(String, String, String)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("j-1".to_owned(), "pull".to_owned(), "pending".to_owned()),
+            ("j-2".to_owned(), "push".to_owned(), "processed".to_owned()),
+        ]
+    );
+    assert_eq!(service.stop(), Some(0));
+    schema.drop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn inb_10_bad_requests_get_their_status_and_leave_no_row() {
     let schema = TestSchema::create("in_bad").await;
