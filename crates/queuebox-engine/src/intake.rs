@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use queuebox_core::redact::redact;
-use queuebox_store::{Consumption, InboxStore, InsertOutcome, NewInboxRow};
+use queuebox_store::{Consumption, InboxStore, InsertOutcome, NewInboxRow, StoreError};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -186,6 +186,17 @@ impl Writer {
                     tracing::info!(repeats, "Storing inbox messages works again.");
                 }
                 self.settle(&rows, outcomes, answers);
+            }
+            Err(StoreError::DataRejected { .. }) if rows.len() > 1 => {
+                // One row's data is refused and the others would fail with it, again at every
+                // retry of its sender: store the rows one by one, so only that row fails.
+                tracing::debug!(
+                    rows = rows.len(),
+                    "The database refused the data of a batch; storing its rows one by one."
+                );
+                for (row, answer) in rows.into_iter().zip(answers) {
+                    Box::pin(self.write(vec![Request { row, answer }])).await;
+                }
             }
             Err(err) => {
                 let reason = redact(&err.to_string());

@@ -26,12 +26,20 @@ use uuid::Uuid;
 struct Counting {
     inner: PgStore,
     batches: AtomicUsize,
+    /// The size of every `insert_batch` call, in call order.
+    sizes: std::sync::Mutex<Vec<usize>>,
+    /// How long the first call waits before it writes, so that the rows sent meanwhile queue
+    /// up and form one batch.
+    hold_first: Duration,
 }
 
 #[async_trait]
 impl InboxStore for Counting {
     async fn insert_batch(&self, rows: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
-        self.batches.fetch_add(1, Ordering::SeqCst);
+        if self.batches.fetch_add(1, Ordering::SeqCst) == 0 {
+            tokio::time::sleep(self.hold_first).await;
+        }
+        self.sizes.lock().unwrap().push(rows.len());
         self.inner.insert_batch(rows).await
     }
     async fn relay_claim(
@@ -108,9 +116,15 @@ struct Started {
 }
 
 async fn start(db: &TestDb) -> Started {
+    start_holding_first(db, Duration::ZERO).await
+}
+
+async fn start_holding_first(db: &TestDb, hold_first: Duration) -> Started {
     let store = Arc::new(Counting {
         inner: db.store().await,
         batches: AtomicUsize::new(0),
+        sizes: std::sync::Mutex::new(Vec::new()),
+        hold_first,
     });
     let metrics = Metrics::new("test");
     let relay_wake = Arc::new(Notify::new());
@@ -206,5 +220,71 @@ async fn inb_50_repeats_in_one_batch_and_later_are_duplicates_and_store_one_row(
         s.intake.store(row("after-stop")).await,
         Err(IntakeError::ShuttingDown)
     );
+    db.drop().await;
+}
+
+/// A row whose data PostgreSQL refuses (`\u0000` in a JSON string: `jsonb` cannot hold it) fails
+/// alone: the other rows of its batch are stored, one by one after the batch failed, and only its
+/// sender gets the storage failure (INB-10's 500), never a row of another sender.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_the_database_refuses_fails_alone_and_its_batch_is_stored() {
+    let db = TestDb::new("intakereject").await;
+    let s = start_holding_first(&db, Duration::from_millis(300)).await;
+    // The first row opens a held batch; the next ten, one of them refused, queue behind it.
+    let first = {
+        let intake = s.intake.clone();
+        tokio::spawn(async move { intake.store(row("first")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut poison = row("poison");
+    poison.payload = r#"{"note":"a\u0000b"}"#.into();
+    let mut rows: Vec<NewInboxRow> = (0..9).map(|i| row(&format!("good-{i}"))).collect();
+    rows.insert(4, poison);
+    let calls: Vec<_> = rows
+        .into_iter()
+        .map(|r| {
+            let intake = s.intake.clone();
+            let key = r.idempotency_key.clone();
+            tokio::spawn(async move { (key, intake.store(r).await) })
+        })
+        .collect();
+    assert!(matches!(first.await.unwrap(), Ok(InsertOutcome::Stored(_))));
+    for call in calls {
+        let (key, outcome) = call.await.unwrap();
+        if key == "poison" {
+            match outcome {
+                Err(IntakeError::StorageFailed { reason }) => {
+                    assert!(
+                        reason.contains("storing inbox rows")
+                            && reason.contains("unsupported Unicode escape sequence"),
+                        "{reason}"
+                    )
+                }
+                other => panic!("the refused row: {other:?}"),
+            }
+        } else {
+            assert!(
+                matches!(outcome, Ok(InsertOutcome::Stored(_))),
+                "{key}: {outcome:?}"
+            );
+        }
+    }
+    let sizes = s.store.sizes.lock().unwrap().clone();
+    assert_eq!(sizes[0], 1, "{sizes:?}");
+    assert_eq!(
+        sizes[1], 10,
+        "the ten queued rows formed one batch: {sizes:?}"
+    );
+    assert_eq!(&sizes[2..], &[1; 10], "then each row alone: {sizes:?}");
+    let stored: i64 = db
+        .admin
+        .query_one("SELECT count(*) FROM inbox", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 10, "every row but the refused one");
+    assert_eq!(s.metrics.inbox_messages(InboxStatus::New).get(), 10);
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
     db.drop().await;
 }

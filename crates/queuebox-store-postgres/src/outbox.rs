@@ -114,7 +114,17 @@ impl PgStore {
     ) -> Result<Vec<Row>, StoreError> {
         let client = self.client(during).await?;
         let fail = |e: tokio_postgres::Error| {
-            self.outbox_error(during)(redact::pg_error(&e, &self.password))
+            let reason = redact::pg_error(&e, &self.password);
+            // SQLSTATE class 22 (data exception): the data itself is refused; see DataRejected.
+            if e.code().is_some_and(|code| code.code().starts_with("22")) {
+                StoreError::DataRejected {
+                    action: StoreAction::UseDatabase,
+                    during,
+                    reason,
+                }
+            } else {
+                self.outbox_error(during)(reason)
+            }
         };
         let statement = client.prepare_cached(sql).await.map_err(fail)?;
         client.query(&statement, params).await.map_err(fail)

@@ -112,6 +112,17 @@ pub enum StoreError {
         during: &'static str,
         reason: String,
     },
+
+    /// The database refused the data of the statement (on PostgreSQL, SQLSTATE class 22, a
+    /// data exception: for example `\u0000` in a JSON string, which `jsonb` cannot hold). The
+    /// same data fails the same way every time, so a caller that wrote several rows in one
+    /// statement writes them one by one to find the row at fault.
+    #[error("{during} failed: {reason}")]
+    DataRejected {
+        action: StoreAction,
+        during: &'static str,
+        reason: String,
+    },
 }
 
 impl StoreError {
@@ -127,7 +138,7 @@ impl StoreError {
             | Self::BaselineOutOfRange { .. }
             | Self::MigrationFailed { .. } => StoreAction::Migrate,
             Self::SchemaMismatch { .. } => StoreAction::CheckSchema,
-            Self::Database { action, .. } => *action,
+            Self::Database { action, .. } | Self::DataRejected { action, .. } => *action,
         }
     }
 
