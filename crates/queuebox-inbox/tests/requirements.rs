@@ -1277,3 +1277,142 @@ fn every_pull_requirement_has_a_row_and_its_tests_exist() {
         }
     }
 }
+
+/// PULL-41 and PULL-52 (the commit fails): Complete affects the row, then COMMIT itself fails (a
+/// deferred unique constraint of the application's table is checked at commit). The library treats
+/// it as a library failure: `The message was abandoned.`, nothing written (the row stays
+/// `processing` under the same token, `attempt` 0, and the application row is gone with the
+/// rollback); after the lease expires the row comes back and, the conflict gone, is processed
+/// with `attempt` still 0.
+#[tokio::test]
+async fn pull_41_a_failing_commit_is_a_library_failure() {
+    let logs = Captured::default();
+    let _guard = logs.install();
+    let db = Db::new().await;
+    db.admin
+        .batch_execute(&format!(
+            "CREATE TABLE \"{s}\".app_once (k text, CONSTRAINT app_once_k UNIQUE (k) \
+             DEFERRABLE INITIALLY DEFERRED); INSERT INTO \"{s}\".app_once VALUES ('taken');",
+            s = db.schema_name
+        ))
+        .await
+        .expect("the application table");
+    let id = db.insert(NewRow::new("a")).await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let handler_calls = Arc::clone(&calls);
+    let h = handler_fn(move |_m, tx, _cancel| {
+        let calls = Arc::clone(&handler_calls);
+        Box::pin(async move {
+            // The first delivery writes a value that is already taken: the statement passes
+            // (the check is deferred) and the COMMIT fails. The second writes a free value.
+            let value = if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                "taken"
+            } else {
+                "free"
+            };
+            tx.execute("INSERT INTO app_once (k) VALUES ($1)", &[value.into()])
+                .await?;
+            Ok(())
+        })
+    });
+    let mut o = opts();
+    o.lease = Duration::from_millis(1000);
+    let w = db.worker(o);
+    let run = spawn_run(&w, h);
+    let end = Instant::now() + 5 * SECOND;
+    while !logs.text().contains("The message was abandoned.") && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let right_after = db.row(id).await;
+    let after_failure = app_once_values(&db).await;
+    let snap = db.wait_state(id, "processed", 10 * SECOND).await;
+    stop_and_join(&w, run).await;
+    let text = logs.text();
+    assert!(text.contains("The message was abandoned."), "{text}");
+    assert!(
+        text.contains("app_once_k"),
+        "the redacted error names the cause: {text}"
+    );
+    assert_eq!(
+        (right_after.state.as_str(), right_after.attempt),
+        ("processing", 0),
+        "nothing was written for the row after the failed commit"
+    );
+    assert!(right_after.claim_token.is_some() && right_after.last_error.is_none());
+    assert_eq!(after_failure, ["taken"], "the handler's write rolled back");
+    assert_eq!((snap.state.as_str(), snap.attempt), ("processed", 0));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(app_once_values(&db).await, ["free", "taken"]);
+}
+
+/// PULL-42: an application that runs its handler transaction at REPEATABLE READ may see Complete
+/// fail with a serialization error after another worker took the row over (instead of 0 rows).
+/// The worker rolls back and handles it as a library failure: `The message was abandoned.`, and
+/// it writes nothing: the row keeps the new owner's token and lease, `attempt` 0, no error.
+#[tokio::test]
+async fn pull_42_a_serialization_failure_of_complete_is_a_library_failure() {
+    let logs = Captured::default();
+    let _guard = logs.install();
+    let db = Db::new().await;
+    let id = db.insert(NewRow::new("a")).await;
+    let (snapshot_taken_tx, snapshot_taken) = tokio::sync::oneshot::channel::<()>();
+    let (stolen_tx, stolen) = tokio::sync::oneshot::channel::<()>();
+    let signals = Arc::new(Mutex::new(Some((snapshot_taken_tx, stolen))));
+    let table = db.schema.table.clone();
+    let h = handler_fn(move |m, tx, _cancel| {
+        let signals = Arc::clone(&signals);
+        let table = table.clone();
+        Box::pin(async move {
+            let (taken, stolen) = signals.lock().unwrap().take().expect("one delivery");
+            tx.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", &[])
+                .await?;
+            // The snapshot starts with the first query.
+            tx.query(
+                &format!("SELECT 1 FROM \"{table}\" WHERE id = $1"),
+                &[m.id.into()],
+            )
+            .await?;
+            taken.send(()).unwrap();
+            stolen.await.unwrap();
+            Ok(())
+        })
+    });
+    let w = db.worker(opts());
+    let run = spawn_run(&w, h);
+    tokio::time::timeout(5 * SECOND, snapshot_taken)
+        .await
+        .expect("the handler ran")
+        .unwrap();
+    let thief = db.steal(id).await;
+    stolen_tx.send(()).unwrap();
+    let end = Instant::now() + 5 * SECOND;
+    while !logs.text().contains("The message was abandoned.") && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop_and_join(&w, run).await;
+    let text = logs.text();
+    assert!(text.contains("The message was abandoned."), "{text}");
+    assert!(text.contains("could not serialize access"), "{text}");
+    let row = db.row(id).await;
+    assert_eq!(
+        (
+            row.state.as_str(),
+            row.attempt,
+            row.claim_token,
+            row.last_error
+        ),
+        ("processing", 0, Some(thief), None)
+    );
+}
+
+/// The values of the application table of `pull_41_…`, in order.
+async fn app_once_values(db: &Db) -> Vec<String> {
+    let sql = format!("SELECT k FROM \"{}\".app_once ORDER BY k", db.schema_name);
+    db.admin
+        .query(&sql, &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
