@@ -176,6 +176,69 @@ fn cfg_120_every_example_file_loads() {
     }
 }
 
+/// The README's two commands: the first is `cargo run` at the workspace root, which must mean the
+/// `queuebox` binary (the workspace's only default member; the bench crate has binaries too), with
+/// a configuration under `examples/` that loads; the second is `scripts/test.sh`.
+#[test]
+fn readme_opens_with_the_run_and_test_commands_and_they_resolve() {
+    let root = repo_root();
+    let blocks = code_blocks(&root.join("README.md"));
+    let first = blocks.first().expect("README.md has code blocks");
+    assert_eq!(first.lang, "sh", "the README opens with the two commands");
+    let commands: Vec<&str> = first
+        .text
+        .lines()
+        .map(|l| l.split('#').next().unwrap().trim())
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    let config = commands[0]
+        .strip_prefix("cargo run --release -- run --config ")
+        .unwrap_or_else(|| panic!("the run command: {}", commands[0]));
+    assert!(config.starts_with("examples/"), "{config}");
+    let scratch = Scratch::new("readme");
+    let text = std::fs::read_to_string(root.join(config)).expect("the quickstart configuration");
+    if let Err(err) = load_yaml(&text, scratch.path()) {
+        panic!("{config}: does not load:\n{err}");
+    }
+    assert_eq!(commands[1], "scripts/test.sh");
+    assert!(root.join("scripts/test.sh").is_file());
+
+    let metadata = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(&root)
+        .output()
+        .expect("cargo metadata runs");
+    assert!(metadata.status.success(), "{metadata:?}");
+    let metadata: serde_json::Value = serde_json::from_slice(&metadata.stdout).unwrap();
+    let defaults = metadata["workspace_default_members"]
+        .as_array()
+        .expect("workspace_default_members");
+    assert_eq!(
+        defaults.len(),
+        1,
+        "cargo run must pick one package: {defaults:?}"
+    );
+    let package = metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == defaults[0])
+        .expect("the default member is a package");
+    let bins: Vec<&str> = package["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "bin"))
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        bins,
+        ["queuebox"],
+        "cargo run must pick the queuebox binary"
+    );
+}
+
 /// Sample arguments for a prepared statement, by parameter type.
 fn sample_params(types: &[Type]) -> Vec<Box<dyn ToSql + Sync + Send>> {
     types
