@@ -3,7 +3,12 @@
 -- wait on each other and never take the same row. The head-of-key test (NOT EXISTS) takes no
 -- lock and skips nothing: it sees every committed pending/processing row of the key (OUT-14),
 -- so only the lowest-sequence row of a key with nothing in processing can be a candidate, and
--- one statement takes at most one row per key. The UPDATE repeats state = 'pending', so a row
+-- one statement takes at most one row per key. It is two tests on purpose: "no lower pending or
+-- processing row" is an index range on (key, sequence) that stops at once, and "no processing
+-- row of the key" (which may have a higher sequence, OUT-13 rule 3) is one hashed set of the
+-- processing keys, built once per statement from the few processing rows. As one OR-ed test,
+-- PostgreSQL read every pending row of each candidate's key: 8.4 ms against 3.3 ms for a claim
+-- of 100 at 100,000 pending rows over 1,000 keys. The UPDATE repeats state = 'pending', so a row
 -- that changed after the candidate read is dropped. The outer SELECT only orders the answer.
 -- $1 = rows requested (bigint), $2 = lease in milliseconds (bigint).
 WITH candidates AS MATERIALIZED (
@@ -12,11 +17,14 @@ WITH candidates AS MATERIALIZED (
     WHERE o.{state} = 'pending'
       AND o.{scheduled_at} <= clock_timestamp()
       AND (o.{key} IS NULL OR o.{key} = ''
-           OR NOT EXISTS (
+           OR (NOT EXISTS (
                 SELECT 1 FROM {outbox} p
                 WHERE p.{key} = o.{key}
                   AND p.{state} IN ('pending', 'processing')
-                  AND (p.{sequence} < o.{sequence} OR p.{state} = 'processing')))
+                  AND p.{sequence} < o.{sequence})
+               AND o.{key} NOT IN (
+                SELECT p.{key} FROM {outbox} p
+                WHERE p.{state} = 'processing' AND p.{key} IS NOT NULL)))
     ORDER BY o.{scheduled_at}, o.{sequence}
     LIMIT $1::bigint
     FOR UPDATE OF o SKIP LOCKED
