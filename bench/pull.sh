@@ -22,13 +22,16 @@
 #   - `npm ci` in bench/pull-node (pg-boss; node_modules is git-ignored).
 # Then it waits until no other benchmark runs (pgrep -f 'qb-bench|wrk|pgbench'), and for each
 # concurrency level runs these phases, each in a fresh schema qb_pull_<pid>_<phase>:
-#   pgboss_work, rust, go, ts, pgboss_loop
+#   pgboss_work, rust, go, ts, pgboss_loop, row_floor
 # A QueueBox phase creates the inbox table from clients/contract/fixtures/postgresql.sql, starts
 # the worker on the empty table, reads its idle RSS (VmRSS) 2 s after it printed "ready", then
 # inserts the rows in one transaction with ANALYZE inbox (autovacuum is off on the test server),
 # polls the processed count every 100 ms until every row is processed, reads the peak RSS (VmHWM)
 # and CPU time, and stops the worker with SIGTERM. A pg-boss phase does the same with pg-boss's
-# own schema, queue and boss.insert (one statement), then ANALYZE of its job table.
+# own schema, queue and boss.insert (one statement), then ANALYZE of its job table. The
+# row_floor phase inserts the same rows already claimed (state processing, one token, a 1 h
+# lease) and runs qb-pull-floor: BEGIN, the contract's complete statement, COMMIT for each row,
+# on `concurrency` connections, no claim: what one transaction per row costs on this machine.
 # Rows/s = rows / (the last completion - the first claim), both read from the database clock
 # (QueueBox: claimed_at, processed_at; pg-boss: started_on, completed_on).
 # The section between the pull-benchmark markers of the page is rewritten (appended when
@@ -92,8 +95,9 @@ trap 'exit 130' INT TERM
 
 # --- build -----------------------------------------------------------------------------------
 log "building qb-pull-rust"
-cargo build --release --quiet -p queuebox-bench --bin qb-pull-rust
+cargo build --release --quiet -p queuebox-bench --bin qb-pull-rust --bin qb-pull-floor
 rust_bin="$target/release/qb-pull-rust"
+floor_bin="$target/release/qb-pull-floor"
 
 log "building bench/pull-go (GOPATH mode, offline)"
 # The same Debian packages clients/go/test.sh installs, installed the same way when missing.
@@ -289,6 +293,39 @@ run_boss() {
     log "$phase: $rows rows in $seconds s (first fetch -> last completion), wall ${wall_ms} ms"
 }
 
+# The per-row transaction floor: $1 = concurrency (connections).
+run_floor() {
+    local c="$1"
+    phase="row_floor_c$c"
+    local schema="${prefix}_$phase" token
+    token="$(cat /proc/sys/kernel/random/uuid)"
+    sed -e "s/{schema}/$schema/g" -e 's/{\([a-z_][a-z_]*\)}/\1/g' clients/contract/fixtures/postgresql.sql | q >/dev/null
+    q -c "SET search_path TO $schema; BEGIN;
+        INSERT INTO inbox (source, idempotency_key, aggregate_id, event_type, payload, consumption,
+                           state, claim_token, claimed_at, lease_expires_at)
+        SELECT 'bench', 'k' || i, 'a' || i, 'bench.pulled',
+               jsonb_build_object('id', i, 'kind', 'bench.pulled', 'note', repeat('x', 150)), 'pull',
+               'processing', '$token', clock_timestamp(), clock_timestamp() + INTERVAL '1 hour'
+          FROM generate_series(1, $rows) AS i;
+        ANALYZE inbox;
+        COMMIT;" >/dev/null
+    load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+    local url out
+    url="$(with_path "$pg_url" "$schema")"
+    out="$("$floor_bin" --url "$url" --token "$token" --concurrency "$c")" \
+        || die "qb-pull-floor failed at concurrency $c"
+    seconds="$(sed -nE 's/.*seconds=([0-9.]+).*/\1/p' <<<"$out")"
+    first_to_last_ms="$(awk -v s="$seconds" 'BEGIN { printf "%.3f", s * 1000 }')"
+    wall_ms="${first_to_last_ms%.*}"
+    idle_kb=0 peak_kb=0 cpu_s=0 claims=''
+    IFS='|' read -r done other < <(q -F'|' -c "SELECT
+        count(*) FILTER (WHERE state = 'processed'), count(*) FILTER (WHERE state <> 'processed')
+        FROM $schema.inbox")
+    [[ "$done" -eq "$rows" ]] || die "qb-pull-floor marked $done of $rows rows"
+    emit row_floor "$c"
+    log "$phase: $rows rows in $seconds s (one transaction per row, no claim)"
+}
+
 # --- phases ----------------------------------------------------------------------------------
 : >"$work/results.jsonl"
 for c in $levels; do
@@ -297,6 +334,7 @@ for c in $levels; do
     run_qb go "$c"
     if [[ $ts_ok -eq 1 ]]; then run_qb ts "$c"; fi
     run_boss loop "$c"
+    run_floor "$c"
 done
 
 uptime_after="$(uptime)"
