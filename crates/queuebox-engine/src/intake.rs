@@ -203,7 +203,17 @@ impl Writer {
                 self.metrics
                     .inbox_rejections(RejectionReason::StorageFailed)
                     .inc_by(rows.len() as u64);
-                if let Some(repeats) = self.failures.failure(Instant::now()) {
+                if let StoreError::DataRejected { .. } = err {
+                    // Not an outage: this one message can never be stored, so it is logged
+                    // every time and does not count towards the outage's repeat log.
+                    for row in &rows {
+                        tracing::warn!(
+                            error = %reason,
+                            source = %row.source,
+                            "The database refused a message's data. Its sender is told that storing failed."
+                        );
+                    }
+                } else if let Some(repeats) = self.failures.failure(Instant::now()) {
                     tracing::warn!(
                         error = %reason,
                         repeats,
