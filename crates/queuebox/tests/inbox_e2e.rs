@@ -199,6 +199,60 @@ async fn pull_1_a_configuration_change_never_alters_a_stored_row() {
     schema.drop().await;
 }
 
+/// INB-10's 500: a webhook whose data PostgreSQL refuses (`\u0000` in a JSON string, which
+/// `jsonb` cannot hold) gets `500 Storage failed`, leaves no row, and logs its own warning naming
+/// the source; the next webhook is stored as usual.
+#[tokio::test(flavor = "multi_thread")]
+async fn inb_10_a_body_the_database_refuses_gets_500_and_the_next_is_stored() {
+    let schema = TestSchema::create("in_refused").await;
+    let receiver = Receiver::start(|_, _| Reply::status(200)).await;
+    let mut service = Service::start("in-refused", &config(&schema, &receiver, ""));
+    let refused = post(
+        &service,
+        "/inbox/jobs",
+        r#"{"id": "bad", "note": "a\u0000b"}"#,
+    );
+    assert_eq!(
+        (refused.status, refused.json()),
+        (500, serde_json::json!({"error": "Storage failed"}))
+    );
+    service.wait_for_log(
+        Duration::from_secs(5),
+        "The database refused a message's data. Its sender is told that storing failed.",
+    );
+    let line = service
+        .log
+        .iter()
+        .find(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("The database refused"))
+        })
+        .unwrap()
+        .clone();
+    assert_eq!(line["level"], "WARN");
+    assert_eq!(line["source"], "jobs");
+    assert!(
+        line["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unsupported Unicode escape sequence")),
+        "{line}"
+    );
+    let stored = post(&service, "/inbox/jobs", r#"{"id": "good"}"#);
+    assert_eq!(stored.status, 202, "{stored:?}");
+    let keys: Vec<String> = schema
+        .client()
+        .query("SELECT idempotency_key FROM inbox", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(keys, ["good"]);
+    assert_eq!(service.stop(), Some(0));
+    schema.drop().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn inb_10_bad_requests_get_their_status_and_leave_no_row() {
     let schema = TestSchema::create("in_bad").await;
