@@ -13,24 +13,10 @@ use queuebox_inbox::{
     DefaultRetryPolicy, FailureAction, InboxMessage, RetryPolicy, Schema, Worker, WorkerOptions,
     handler_fn,
 };
-use support::{Captured, Db, NewRow, Probe, Shared, opts};
+use support::{Captured, Db, NewRow, Probe, Shared, opts, spawn_run, stop_and_join};
 use uuid::Uuid;
 
 const SECOND: Duration = Duration::from_secs(1);
-
-/// Runs `worker` in the background; the returned handle yields when run returns.
-fn spawn_run<H: queuebox_inbox::Handler>(worker: &Worker, h: H) -> tokio::task::JoinHandle<()> {
-    let w = worker.clone();
-    tokio::spawn(async move { w.run(h).await })
-}
-
-async fn stop_and_join(worker: &Worker, run: tokio::task::JoinHandle<()>) {
-    worker.stop();
-    tokio::time::timeout(Duration::from_secs(20), run)
-        .await
-        .expect("run returns")
-        .unwrap();
-}
 
 type Seen = Arc<Mutex<Vec<InboxMessage>>>;
 

@@ -5,106 +5,19 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use queuebox_inbox::sql::Statements;
 use queuebox_inbox::{
-    Connection, ConnectionSource, DbError, DefaultRetryPolicy, Dialect, FailureAction,
-    InboxMessage, PgConnectionSource, Purpose, RetryPolicy, Schema, SqlRow, SqlValue as V, Worker,
-    WorkerOptions, handler_fn,
+    ConnectionSource, DefaultRetryPolicy, Dialect, FailureAction, InboxMessage, Purpose,
+    RetryPolicy, Schema, SqlValue as V, Worker, WorkerOptions, handler_fn,
 };
-use support::{Captured, Db, NewRow, opts};
+use support::{Captured, Db, NewRow, Probe, Shared, opts, spawn_run, stop_and_join};
 use uuid::Uuid;
 
 const SECOND: Duration = Duration::from_secs(1);
-
-fn spawn_run<H: queuebox_inbox::Handler>(worker: &Worker, h: H) -> tokio::task::JoinHandle<()> {
-    let w = worker.clone();
-    tokio::spawn(async move { w.run(h).await })
-}
-
-async fn stop_and_join(worker: &Worker, run: tokio::task::JoinHandle<()>) {
-    worker.stop();
-    tokio::time::timeout(Duration::from_secs(20), run)
-        .await
-        .expect("run returns")
-        .unwrap();
-}
-
-/// Wraps the PostgreSQL source: records every claim's parameters and whether any connection
-/// began a transaction, and can fail every claim connection.
-struct Recorder {
-    inner: PgConnectionSource,
-    claim_params: Mutex<Vec<Vec<V>>>,
-    claim_begins: AtomicUsize,
-    fail_claims: AtomicBool,
-}
-
-impl Recorder {
-    fn new(db: &Db) -> Arc<Self> {
-        Arc::new(Self {
-            inner: db.source(),
-            claim_params: Mutex::new(Vec::new()),
-            claim_begins: AtomicUsize::new(0),
-            fail_claims: AtomicBool::new(false),
-        })
-    }
-    fn claims(&self) -> Vec<Vec<V>> {
-        self.claim_params.lock().unwrap().clone()
-    }
-}
-
-struct Rec(Arc<Recorder>);
-
-#[async_trait]
-impl ConnectionSource for Rec {
-    async fn connect(&self, purpose: Purpose) -> Result<Box<dyn Connection>, DbError> {
-        if purpose == Purpose::Claim && self.0.fail_claims.load(Ordering::SeqCst) {
-            self.0.claim_params.lock().unwrap().push(Vec::new());
-            return Err("claim connection refused (test)".into());
-        }
-        let conn = self.0.inner.connect(purpose).await?;
-        Ok(Box::new(RecConn {
-            conn,
-            rec: self.0.clone(),
-            purpose,
-        }))
-    }
-}
-
-struct RecConn {
-    conn: Box<dyn Connection>,
-    rec: Arc<Recorder>,
-    purpose: Purpose,
-}
-
-#[async_trait]
-impl Connection for RecConn {
-    async fn execute(&mut self, sql: &str, params: &[V]) -> Result<u64, DbError> {
-        self.conn.execute(sql, params).await
-    }
-    async fn query(&mut self, sql: &str, params: &[V]) -> Result<Vec<SqlRow>, DbError> {
-        if self.purpose == Purpose::Claim {
-            self.rec.claim_params.lock().unwrap().push(params.to_vec());
-        }
-        self.conn.query(sql, params).await
-    }
-    async fn begin(&mut self) -> Result<(), DbError> {
-        if self.purpose == Purpose::Claim {
-            self.rec.claim_begins.fetch_add(1, Ordering::SeqCst);
-        }
-        self.conn.begin().await
-    }
-    async fn commit(&mut self) -> Result<(), DbError> {
-        self.conn.commit().await
-    }
-    async fn rollback(&mut self) -> Result<(), DbError> {
-        self.conn.rollback().await
-    }
-}
 
 fn statements() -> Statements {
     Statements::render(Dialect::Postgresql, &Schema::default()).unwrap()
@@ -263,8 +176,8 @@ async fn pull_13_each_claim_has_a_fresh_v4_token_shared_by_its_rows_and_hidden()
     let _guard = logs.install();
     let db = Arc::new(Db::new().await);
     let first = db.insert_n(3).await;
-    let rec = Recorder::new(&db);
-    let w = Worker::new(Rec(rec.clone()), opts()).unwrap();
+    let rec = Probe::without_idle_check(&db);
+    let w = Worker::new(Shared(rec.clone()), opts()).unwrap();
     let tokens: Arc<Mutex<BTreeMap<Uuid, Uuid>>> = Arc::default();
     let shown: Arc<Mutex<Vec<String>>> = Arc::default();
     let (db2, tokens2, shown2) = (db.clone(), tokens.clone(), shown.clone());
@@ -296,7 +209,7 @@ async fn pull_13_each_claim_has_a_fresh_v4_token_shared_by_its_rows_and_hidden()
     assert_eq!((t1.len(), t2.len()), (1, 1), "one token per claim");
     assert_ne!(t1, t2, "a new claim has a new token");
     let bound: Vec<Uuid> = rec
-        .claims()
+        .claim_calls()
         .iter()
         .map(|p| match &p[4] {
             V::Uuid(t) => *t,
@@ -313,7 +226,7 @@ async fn pull_13_each_claim_has_a_fresh_v4_token_shared_by_its_rows_and_hidden()
     assert!(bound.iter().all(|t| t.get_version_num() == 4));
     assert!(distinct.is_superset(&t1) && distinct.is_superset(&t2));
     assert!(
-        rec.claims()
+        rec.claim_calls()
             .iter()
             .flatten()
             .all(|p| !matches!(p, V::Timestamp(_))),
@@ -342,18 +255,18 @@ async fn pull_14_cand_limit_is_derived_from_the_batch_on_every_claim() {
         (200, 500),
         (500, 500),
     ] {
-        let rec = Recorder::new(&db);
+        let rec = Probe::without_idle_check(&db);
         let mut o = opts();
         o.batch_size = batch;
         o.lease = Duration::from_millis(4_321);
-        let w = Worker::new(Rec(rec.clone()), o).unwrap();
+        let w = Worker::new(Shared(rec.clone()), o).unwrap();
         let run = spawn_run(&w, keys_in_order(Arc::default()));
         let end = Instant::now() + 5 * SECOND;
-        while rec.claims().len() < 2 && Instant::now() < end {
+        while rec.claim_calls().len() < 2 && Instant::now() < end {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         stop_and_join(&w, run).await;
-        let claims = rec.claims();
+        let claims = rec.claim_calls();
         assert!(claims.len() >= 2);
         for p in claims {
             assert_eq!(
@@ -415,8 +328,8 @@ type Seen21 = (String, Option<Uuid>);
 async fn pull_21_the_claim_commits_before_any_handler_starts() {
     let db = Arc::new(Db::new().await);
     let id = db.insert(NewRow::new("a")).await;
-    let rec = Recorder::new(&db);
-    let w = Worker::new(Rec(rec.clone()), opts()).unwrap();
+    let rec = Probe::without_idle_check(&db);
+    let w = Worker::new(Shared(rec.clone()), opts()).unwrap();
     let seen: Arc<Mutex<Option<Seen21>>> = Arc::default();
     let (db2, seen2) = (db.clone(), seen.clone());
     let h = handler_fn(move |m, _tx, _| {
@@ -433,7 +346,7 @@ async fn pull_21_the_claim_commits_before_any_handler_starts() {
     let (state, token) = seen.lock().unwrap().clone().expect("the handler ran");
     assert_eq!(state, "processing");
     let bound: Vec<Option<Uuid>> = rec
-        .claims()
+        .claim_calls()
         .iter()
         .map(|p| match &p[4] {
             V::Uuid(t) => Some(*t),
@@ -722,15 +635,15 @@ async fn pull_36_a_failed_claim_is_logged_and_waits_the_poll_interval() {
     let _guard = logs.install();
     let db = Db::new().await;
     let id = db.insert(NewRow::new("a")).await;
-    let rec = Recorder::new(&db);
+    let rec = Probe::without_idle_check(&db);
     rec.fail_claims.store(true, Ordering::SeqCst);
     let mut o = opts();
     o.poll_interval = Duration::from_millis(300);
-    let w = Worker::new(Rec(rec.clone()), o).unwrap();
+    let w = Worker::new(Shared(rec.clone()), o).unwrap();
     let run = spawn_run(&w, keys_in_order(Arc::default()));
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     stop_and_join(&w, run).await;
-    let attempts = rec.claims().len();
+    let attempts = rec.claim_calls().len();
     assert!((4..=7).contains(&attempts), "{attempts} claims in 1.5 s");
     let text = logs.text();
     let line = text

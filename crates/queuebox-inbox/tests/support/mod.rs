@@ -318,12 +318,17 @@ pub fn opts() -> WorkerOptions {
     o
 }
 
-/// Wraps a source: counts claims, records claim sizes, can fail renewals until a deadline and
-/// the first handler connection, and checks that no row is processing when a claim starts.
+/// Wraps a source: counts claims and records their parameters (an empty list for a claim whose
+/// connection was refused) and sizes, counts transactions begun on claim connections, can fail
+/// every claim, renewals until a deadline and the first handler connection, and (from `new`)
+/// checks that no row is processing when a claim starts.
 pub struct Probe {
     pub inner: PgConnectionSource,
     pub claims: AtomicUsize,
     pub claim_sizes: Mutex<Vec<usize>>,
+    pub claim_params: Mutex<Vec<Vec<SqlValue>>>,
+    pub claim_begins: AtomicUsize,
+    pub fail_claims: AtomicBool,
     pub fail_renew_until: Mutex<Option<Instant>>,
     pub fail_next_handler: AtomicBool,
     pub check_idle: Option<(Pool, String)>,
@@ -332,15 +337,35 @@ pub struct Probe {
 
 impl Probe {
     pub fn new(db: &Db) -> Arc<Self> {
-        Arc::new(Self {
+        Arc::new(Self::build(
+            db,
+            Some((db.pool.clone(), db.schema.state.clone())),
+        ))
+    }
+
+    /// A probe that only observes: no query of its own before a claim.
+    pub fn without_idle_check(db: &Db) -> Arc<Self> {
+        Arc::new(Self::build(db, None))
+    }
+
+    fn build(db: &Db, check_idle: Option<(Pool, String)>) -> Self {
+        Self {
             inner: db.source(),
             claims: AtomicUsize::new(0),
             claim_sizes: Mutex::new(Vec::new()),
+            claim_params: Mutex::new(Vec::new()),
+            claim_begins: AtomicUsize::new(0),
+            fail_claims: AtomicBool::new(false),
             fail_renew_until: Mutex::new(None),
             fail_next_handler: AtomicBool::new(false),
-            check_idle: Some((db.pool.clone(), db.schema.state.clone())),
+            check_idle,
             busy_at_claim: AtomicUsize::new(0),
-        })
+        }
+    }
+
+    /// The parameters of every claim so far, in order.
+    pub fn claim_calls(&self) -> Vec<Vec<SqlValue>> {
+        self.claim_params.lock().unwrap().clone()
     }
 }
 
@@ -353,6 +378,10 @@ impl ConnectionSource for Shared {
         match purpose {
             Purpose::Claim => {
                 p.claims.fetch_add(1, Ordering::SeqCst);
+                if p.fail_claims.load(Ordering::SeqCst) {
+                    p.claim_params.lock().unwrap().push(Vec::new());
+                    return Err("claim connection refused (test)".into());
+                }
                 if let Some((pool, state)) = &p.check_idle {
                     let c = pool.get().await?;
                     let sql =
@@ -398,6 +427,13 @@ impl Connection for Counting {
         self.conn.execute(sql, params).await
     }
     async fn query(&mut self, sql: &str, params: &[SqlValue]) -> Result<Vec<SqlRow>, DbError> {
+        if self.purpose == Purpose::Claim {
+            self.probe
+                .claim_params
+                .lock()
+                .unwrap()
+                .push(params.to_vec());
+        }
         let rows = self.conn.query(sql, params).await?;
         if self.purpose == Purpose::Claim {
             self.probe.claim_sizes.lock().unwrap().push(rows.len());
@@ -405,6 +441,9 @@ impl Connection for Counting {
         Ok(rows)
     }
     async fn begin(&mut self) -> Result<(), DbError> {
+        if self.purpose == Purpose::Claim {
+            self.probe.claim_begins.fetch_add(1, Ordering::SeqCst);
+        }
         self.conn.begin().await
     }
     async fn commit(&mut self) -> Result<(), DbError> {
@@ -442,4 +481,19 @@ impl std::io::Write for Captured {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// Runs `worker` in the background; the returned handle yields when run returns.
+pub fn spawn_run<H: queuebox_inbox::Handler>(worker: &Worker, h: H) -> tokio::task::JoinHandle<()> {
+    let w = worker.clone();
+    tokio::spawn(async move { w.run(h).await })
+}
+
+/// Stops `worker` and waits (at most 20 s) for its run to return.
+pub async fn stop_and_join(worker: &Worker, run: tokio::task::JoinHandle<()>) {
+    worker.stop();
+    tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .expect("run returns")
+        .unwrap();
 }
