@@ -68,6 +68,20 @@ async fn count(schema: &TestSchema, sql: &str) -> i64 {
     schema.client().query_one(sql, &[]).await.unwrap().get(0)
 }
 
+/// The one text column of every row `sql` returns.
+async fn texts(schema: &TestSchema, sql: &str) -> Vec<String> {
+    let rows = schema.client().query(sql, &[]).await.unwrap();
+    rows.iter().map(|r| r.get(0)).collect()
+}
+
+/// The three text columns of every row `sql` returns.
+async fn text_triples(schema: &TestSchema, sql: &str) -> Vec<(String, String, String)> {
+    let rows = schema.client().query(sql, &[]).await.unwrap();
+    rows.iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
 async fn wait_count(schema: &TestSchema, sql: &str, expected: i64, limit: Duration) {
     let deadline = std::time::Instant::now() + limit;
     loop {
@@ -103,18 +117,11 @@ async fn inb_10_the_same_webhook_twice_is_stored_once_and_sources_are_separate()
     // The same event id from another source is another message (pull source: no relay).
     let other = post(&service, "/inbox/jobs", body);
     assert_eq!(other.status, 202);
-    let rows = schema
-        .client()
-        .query(
-            "SELECT id::text, source, consumption FROM inbox ORDER BY source",
-            &[],
-        )
-        .await
-        .unwrap();
-    let rows: Vec<(String, String, String)> = rows
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect();
+    let rows = text_triples(
+        &schema,
+        "SELECT id::text, source, consumption FROM inbox ORDER BY source",
+    )
+    .await;
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0].1, "jobs");
     assert_eq!(rows[0].2, "pull");
@@ -176,18 +183,11 @@ async fn pull_1_a_configuration_change_never_alters_a_stored_row() {
         .map(|r| r.json()["id"].as_str().unwrap_or_default().to_owned())
         .collect();
     assert_eq!(delivered, ["j-2"]);
-    let rows = schema
-        .client()
-        .query(
-            "SELECT idempotency_key, consumption, state FROM inbox ORDER BY idempotency_key",
-            &[],
-        )
-        .await
-        .unwrap();
-    let rows: Vec<(String, String, String)> = rows
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2)))
-        .collect();
+    let rows = text_triples(
+        &schema,
+        "SELECT idempotency_key, consumption, state FROM inbox ORDER BY idempotency_key",
+    )
+    .await;
     assert_eq!(
         rows,
         [
@@ -240,14 +240,7 @@ async fn inb_10_a_body_the_database_refuses_gets_500_and_the_next_is_stored() {
     );
     let stored = post(&service, "/inbox/jobs", r#"{"id": "good"}"#);
     assert_eq!(stored.status, 202, "{stored:?}");
-    let keys: Vec<String> = schema
-        .client()
-        .query("SELECT idempotency_key FROM inbox", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let keys = texts(&schema, "SELECT idempotency_key FROM inbox").await;
     assert_eq!(keys, ["good"]);
     assert_eq!(service.stop(), Some(0));
     schema.drop().await;
@@ -547,13 +540,9 @@ async fn ret_retention_deletes_old_finished_rows_only_and_a_repeat_is_then_new()
         Duration::from_secs(10),
     )
     .await;
-    let kept: HashSet<String> = schema
-        .client()
-        .query("SELECT idempotency_key FROM inbox", &[])
+    let kept: HashSet<String> = texts(&schema, "SELECT idempotency_key FROM inbox")
         .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
+        .into_iter()
         .collect();
     assert_eq!(
         kept,
