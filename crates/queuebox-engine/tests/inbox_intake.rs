@@ -11,20 +11,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use queuebox_engine::intake::{Intake, IntakeError, IntakeSettings};
 use queuebox_engine::metrics::{InboxStatus, Metrics};
-use queuebox_store::{
-    Claim, Consumption, ForwardedRow, InboxStore, InsertOutcome, NewInboxRow, RelayRow,
-    RetentionRule, Schedule, StoreError,
-};
+use queuebox_store::{Consumption, InboxStore, InsertOutcome, NewInboxRow, Schedule, StoreError};
 use queuebox_store_postgres::PgStore;
-use support::TestDb;
+use support::{Hooked, InboxHooks, TestDb};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-/// The real store, counting its `insert_batch` calls (each is one transaction); every call goes
-/// to PostgreSQL.
+/// In front of the real store: counts its `insert_batch` calls (each is one transaction).
 struct Counting {
-    inner: PgStore,
     batches: AtomicUsize,
     /// The size of every `insert_batch` call, in call order.
     sizes: std::sync::Mutex<Vec<usize>>,
@@ -34,50 +29,17 @@ struct Counting {
 }
 
 #[async_trait]
-impl InboxStore for Counting {
-    async fn insert_batch(&self, rows: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
+impl InboxHooks for Counting {
+    async fn insert_batch(
+        &self,
+        store: &PgStore,
+        rows: &[NewInboxRow],
+    ) -> Result<Vec<InsertOutcome>, StoreError> {
         if self.batches.fetch_add(1, Ordering::SeqCst) == 0 {
             tokio::time::sleep(self.hold_first).await;
         }
         self.sizes.lock().unwrap().push(rows.len());
-        self.inner.insert_batch(rows).await
-    }
-    async fn relay_claim(
-        &self,
-        limit: u32,
-        lease: Duration,
-        sources: &[String],
-    ) -> Result<Vec<RelayRow>, StoreError> {
-        self.inner.relay_claim(limit, lease, sources).await
-    }
-    async fn relay_renew(
-        &self,
-        claims: &[Claim],
-        lease: Duration,
-    ) -> Result<Vec<Claim>, StoreError> {
-        self.inner.relay_renew(claims, lease).await
-    }
-    async fn relay_forward(&self, claim: Claim, row: &ForwardedRow) -> Result<bool, StoreError> {
-        self.inner.relay_forward(claim, row).await
-    }
-    async fn relay_dead(&self, claim: Claim, error: &str) -> Result<bool, StoreError> {
-        self.inner.relay_dead(claim, error).await
-    }
-    async fn relay_release(
-        &self,
-        claims: &[Claim],
-        error: Option<&str>,
-    ) -> Result<Vec<Claim>, StoreError> {
-        self.inner.relay_release(claims, error).await
-    }
-    async fn relay_reclaim_expired(&self) -> Result<u64, StoreError> {
-        self.inner.relay_reclaim_expired().await
-    }
-    async fn inbox_oldest_pending_age(&self) -> Result<f64, StoreError> {
-        self.inner.inbox_oldest_pending_age().await
-    }
-    async fn retention_delete(&self, rule: RetentionRule, batch: u32) -> Result<u64, StoreError> {
-        self.inner.retention_delete(rule, batch).await
+        store.insert_batch(rows).await
     }
 }
 
@@ -108,7 +70,7 @@ async fn rows_with_id(db: &TestDb, id: Uuid) -> i64 {
 
 struct Started {
     intake: queuebox_engine::intake::IntakeHandle,
-    store: Arc<Counting>,
+    store: Arc<Hooked<Counting>>,
     metrics: Metrics,
     relay_wake: Arc<Notify>,
     cancel: CancellationToken,
@@ -120,11 +82,13 @@ async fn start(db: &TestDb) -> Started {
 }
 
 async fn start_holding_first(db: &TestDb, hold_first: Duration) -> Started {
-    let store = Arc::new(Counting {
-        inner: db.store().await,
-        batches: AtomicUsize::new(0),
-        sizes: std::sync::Mutex::new(Vec::new()),
-        hold_first,
+    let store = Arc::new(Hooked {
+        store: db.store().await,
+        hooks: Counting {
+            batches: AtomicUsize::new(0),
+            sizes: std::sync::Mutex::new(Vec::new()),
+            hold_first,
+        },
     });
     let metrics = Metrics::new("test");
     let relay_wake = Arc::new(Notify::new());
@@ -171,7 +135,7 @@ async fn fifty_concurrent_rows_share_few_transactions_and_each_is_answered_after
     for task in tasks {
         task.await.expect("a caller does not panic");
     }
-    let batches = s.store.batches.load(Ordering::SeqCst);
+    let batches = s.store.hooks.batches.load(Ordering::SeqCst);
     assert!(batches <= 10, "50 rows took {batches} transactions");
     assert_eq!(s.metrics.inbox_messages(InboxStatus::New).get(), 50);
     let woken = tokio::time::timeout(Duration::from_secs(1), s.relay_wake.notified()).await;
@@ -269,7 +233,7 @@ async fn a_row_the_database_refuses_fails_alone_and_its_batch_is_stored() {
             );
         }
     }
-    let sizes = s.store.sizes.lock().unwrap().clone();
+    let sizes = s.store.hooks.sizes.lock().unwrap().clone();
     assert_eq!(sizes[0], 1, "{sizes:?}");
     assert_eq!(
         sizes[1], 10,

@@ -14,12 +14,9 @@ use queuebox_core::template::{Template, TemplateFields};
 use queuebox_engine::EngineError;
 use queuebox_engine::metrics::{Component, InboxStatus, Metrics};
 use queuebox_engine::relay::{Relay, RelaySettings, RelaySource};
-use queuebox_store::{
-    Claim, ForwardedRow, InboxStore, InsertOutcome, NewInboxRow, RelayRow, RetentionRule,
-    StoreAction, StoreError,
-};
+use queuebox_store::{Claim, ForwardedRow, InboxStore, StoreAction, StoreError};
 use queuebox_store_postgres::PgStore;
-use support::TestDb;
+use support::{Hooked, InboxHooks, TestDb};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_postgres::{Client, NoTls};
@@ -167,12 +164,11 @@ impl Running {
     }
 }
 
-/// The real store with test behaviour in front of `relay_forward`: a pause (announced by
+/// Test behaviour in front of the real store's `relay_forward`: a pause (announced by
 /// `forward_started`), injected failures, or a stolen claim (another owner's token written
 /// through a separate connection just before the forward). Every other call goes straight to
 /// PostgreSQL.
 struct Wrapped {
-    inner: PgStore,
     forward_delay: Duration,
     forward_started: Notify,
     fail_forwards: AtomicUsize,
@@ -180,38 +176,27 @@ struct Wrapped {
 }
 
 impl Wrapped {
-    fn new(inner: PgStore) -> Self {
-        Self {
-            inner,
-            forward_delay: Duration::ZERO,
-            forward_started: Notify::new(),
-            fail_forwards: AtomicUsize::new(0),
-            thief: None,
+    fn new(store: PgStore) -> Hooked<Self> {
+        Hooked {
+            store,
+            hooks: Self {
+                forward_delay: Duration::ZERO,
+                forward_started: Notify::new(),
+                fail_forwards: AtomicUsize::new(0),
+                thief: None,
+            },
         }
     }
 }
 
 #[async_trait]
-impl InboxStore for Wrapped {
-    async fn insert_batch(&self, rows: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
-        self.inner.insert_batch(rows).await
-    }
-    async fn relay_claim(
+impl InboxHooks for Wrapped {
+    async fn relay_forward(
         &self,
-        limit: u32,
-        lease: Duration,
-        sources: &[String],
-    ) -> Result<Vec<RelayRow>, StoreError> {
-        self.inner.relay_claim(limit, lease, sources).await
-    }
-    async fn relay_renew(
-        &self,
-        claims: &[Claim],
-        lease: Duration,
-    ) -> Result<Vec<Claim>, StoreError> {
-        self.inner.relay_renew(claims, lease).await
-    }
-    async fn relay_forward(&self, claim: Claim, row: &ForwardedRow) -> Result<bool, StoreError> {
+        store: &PgStore,
+        claim: Claim,
+        row: &ForwardedRow,
+    ) -> Result<bool, StoreError> {
         self.forward_started.notify_one();
         tokio::time::sleep(self.forward_delay).await;
         let failing = self
@@ -234,26 +219,7 @@ impl InboxStore for Wrapped {
                 .await
                 .expect("steal the claim");
         }
-        self.inner.relay_forward(claim, row).await
-    }
-    async fn relay_dead(&self, claim: Claim, error: &str) -> Result<bool, StoreError> {
-        self.inner.relay_dead(claim, error).await
-    }
-    async fn relay_release(
-        &self,
-        claims: &[Claim],
-        error: Option<&str>,
-    ) -> Result<Vec<Claim>, StoreError> {
-        self.inner.relay_release(claims, error).await
-    }
-    async fn relay_reclaim_expired(&self) -> Result<u64, StoreError> {
-        self.inner.relay_reclaim_expired().await
-    }
-    async fn inbox_oldest_pending_age(&self) -> Result<f64, StoreError> {
-        self.inner.inbox_oldest_pending_age().await
-    }
-    async fn retention_delete(&self, rule: RetentionRule, batch: u32) -> Result<u64, StoreError> {
-        self.inner.retention_delete(rule, batch).await
+        store.relay_forward(claim, row).await
     }
 }
 
@@ -475,7 +441,7 @@ async fn rly_9_13_a_forward_after_the_claim_was_stolen_rolls_back_and_counts_a_l
         .await
         .unwrap();
     let mut store = Wrapped::new(db.store().await);
-    store.thief = Some(thief);
+    store.hooks.thief = Some(thief);
     let relay = Running::start(
         Arc::new(store),
         vec![source("partner", "{{ source }}")],
@@ -518,7 +484,7 @@ async fn rly_12_a_failed_forward_returns_the_row_to_pending_with_the_redacted_er
     let db = TestDb::new("relayfail").await;
     let ids = insert(&db, &[InboxRow::push("evt-1", Some("order-1"))]).await;
     let store = Wrapped::new(db.store().await);
-    store.fail_forwards.store(1, Ordering::SeqCst);
+    store.hooks.fail_forwards.store(1, Ordering::SeqCst);
     let store = Arc::new(store);
     let mut s = settings();
     s.poll_interval = Duration::from_millis(400);
@@ -568,14 +534,14 @@ async fn rly_15_shutdown_finishes_the_forward_in_progress_and_releases_the_other
         .collect();
     insert(&db, &rows).await;
     let mut store = Wrapped::new(db.store().await);
-    store.forward_delay = Duration::from_millis(300);
+    store.hooks.forward_delay = Duration::from_millis(300);
     let store = Arc::new(store);
     let relay = Running::start(
         Arc::clone(&store) as _,
         vec![source("partner", "{{ source }}")],
         settings(),
     );
-    tokio::time::timeout(LIMIT, store.forward_started.notified())
+    tokio::time::timeout(LIMIT, store.hooks.forward_started.notified())
         .await
         .expect("a forward starts");
     assert_eq!(

@@ -12,12 +12,9 @@ use async_trait::async_trait;
 use queuebox_engine::EngineError;
 use queuebox_engine::metrics::{Metrics, Table};
 use queuebox_engine::retention::{Retention, RetentionSettings, TableRetention};
-use queuebox_store::{
-    Claim, ForwardedRow, InboxStore, InsertOutcome, NewInboxRow, RelayRow, RetentionRule,
-    StoreError,
-};
+use queuebox_store::{InboxStore, RetentionRule, StoreError};
 use queuebox_store_postgres::PgStore;
-use support::TestDb;
+use support::{Hooked, InboxHooks, TestDb};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -25,18 +22,22 @@ use uuid::Uuid;
 const LIMIT: Duration = Duration::from_secs(10);
 const HOUR: Duration = Duration::from_secs(3600);
 
-/// The real store, counting its DELETEs; with `cancel_after`, it cancels `cancel` once that
-/// many DELETEs have returned (a stop request that arrives during a run).
+/// In front of the real store: counts its DELETEs; with `cancel_after`, it cancels `cancel`
+/// once that many DELETEs have returned (a stop request that arrives during a run).
 struct Counting {
-    inner: PgStore,
     deletes: AtomicUsize,
     cancel_after: Option<(usize, CancellationToken)>,
 }
 
 #[async_trait]
-impl InboxStore for Counting {
-    async fn retention_delete(&self, rule: RetentionRule, batch: u32) -> Result<u64, StoreError> {
-        let deleted = self.inner.retention_delete(rule, batch).await;
+impl InboxHooks for Counting {
+    async fn retention_delete(
+        &self,
+        store: &PgStore,
+        rule: RetentionRule,
+        batch: u32,
+    ) -> Result<u64, StoreError> {
+        let deleted = store.retention_delete(rule, batch).await;
         let n = self.deletes.fetch_add(1, Ordering::SeqCst) + 1;
         if let Some((after, cancel)) = &self.cancel_after
             && n >= *after
@@ -44,43 +45,6 @@ impl InboxStore for Counting {
             cancel.cancel();
         }
         deleted
-    }
-    async fn insert_batch(&self, rows: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
-        self.inner.insert_batch(rows).await
-    }
-    async fn relay_claim(
-        &self,
-        limit: u32,
-        lease: Duration,
-        sources: &[String],
-    ) -> Result<Vec<RelayRow>, StoreError> {
-        self.inner.relay_claim(limit, lease, sources).await
-    }
-    async fn relay_renew(
-        &self,
-        claims: &[Claim],
-        lease: Duration,
-    ) -> Result<Vec<Claim>, StoreError> {
-        self.inner.relay_renew(claims, lease).await
-    }
-    async fn relay_forward(&self, claim: Claim, row: &ForwardedRow) -> Result<bool, StoreError> {
-        self.inner.relay_forward(claim, row).await
-    }
-    async fn relay_dead(&self, claim: Claim, error: &str) -> Result<bool, StoreError> {
-        self.inner.relay_dead(claim, error).await
-    }
-    async fn relay_release(
-        &self,
-        claims: &[Claim],
-        error: Option<&str>,
-    ) -> Result<Vec<Claim>, StoreError> {
-        self.inner.relay_release(claims, error).await
-    }
-    async fn relay_reclaim_expired(&self) -> Result<u64, StoreError> {
-        self.inner.relay_reclaim_expired().await
-    }
-    async fn inbox_oldest_pending_age(&self) -> Result<f64, StoreError> {
-        self.inner.inbox_oldest_pending_age().await
     }
 }
 
@@ -141,7 +105,7 @@ fn owned(pairs: &[(&str, i64)]) -> Vec<(String, i64)> {
 }
 
 fn start(
-    store: Arc<Counting>,
+    store: Arc<Hooked<Counting>>,
     settings: RetentionSettings,
     cancel: CancellationToken,
 ) -> (Metrics, JoinHandle<Result<(), EngineError>>) {
@@ -176,10 +140,12 @@ async fn ret_2_to_6_old_finished_rows_of_both_tables_go_in_batches_and_others_st
     outbox_rows(&db, "pending", 2, two_hours).await;
     outbox_rows(&db, "processing", 1, two_hours).await;
     outbox_rows(&db, "sent", 1, 60.0).await;
-    let store = Arc::new(Counting {
-        inner: db.store().await,
-        deletes: AtomicUsize::new(0),
-        cancel_after: None,
+    let store = Arc::new(Hooked {
+        store: db.store().await,
+        hooks: Counting {
+            deletes: AtomicUsize::new(0),
+            cancel_after: None,
+        },
     });
     let table = |rule| {
         Some(TableRetention {
@@ -208,7 +174,7 @@ async fn ret_2_to_6_old_finished_rows_of_both_tables_go_in_batches_and_others_st
     assert_eq!(metrics.cleanup_messages_deleted(Table::Inbox).get(), 7);
     assert_eq!(metrics.cleanup_messages_deleted(Table::Outbox).get(), 6);
     // 7 inbox rows in batches of 3: 3 + 3 + 1; 6 outbox rows: 3 + 3 + 0.
-    assert_eq!(store.deletes.load(Ordering::SeqCst), 6);
+    assert_eq!(store.hooks.deletes.load(Ordering::SeqCst), 6);
     assert!(
         metrics
             .render()
@@ -223,10 +189,12 @@ async fn ret_5_count_keeps_the_newest_sent_and_dead_rows_separately() {
     outbox_rows(&db, "sent", 5, 10.0).await;
     outbox_rows(&db, "dead", 3, 10.0).await;
     outbox_rows(&db, "pending", 4, 10.0).await;
-    let store = Arc::new(Counting {
-        inner: db.store().await,
-        deletes: AtomicUsize::new(0),
-        cancel_after: None,
+    let store = Arc::new(Hooked {
+        store: db.store().await,
+        hooks: Counting {
+            deletes: AtomicUsize::new(0),
+            cancel_after: None,
+        },
     });
     let settings = RetentionSettings {
         outbox: Some(TableRetention {
@@ -253,10 +221,12 @@ async fn ops_26_phase_7_a_stop_during_a_run_ends_it_between_two_deletes() {
     let db = TestDb::new("retstop").await;
     inbox_rows(&db, "processed", 10, 7200.0).await;
     let cancel = CancellationToken::new();
-    let store = Arc::new(Counting {
-        inner: db.store().await,
-        deletes: AtomicUsize::new(0),
-        cancel_after: Some((1, cancel.clone())),
+    let store = Arc::new(Hooked {
+        store: db.store().await,
+        hooks: Counting {
+            deletes: AtomicUsize::new(0),
+            cancel_after: Some((1, cancel.clone())),
+        },
     });
     let settings = RetentionSettings {
         outbox: None,
@@ -273,7 +243,7 @@ async fn ops_26_phase_7_a_stop_during_a_run_ends_it_between_two_deletes() {
         .unwrap()
         .unwrap();
     assert_eq!(
-        store.deletes.load(Ordering::SeqCst),
+        store.hooks.deletes.load(Ordering::SeqCst),
         1,
         "no DELETE after the stop"
     );

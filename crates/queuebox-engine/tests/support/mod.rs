@@ -17,7 +17,10 @@ use queuebox_core::{Secret, TableLayout};
 use queuebox_engine::EngineError;
 use queuebox_engine::metrics::Metrics;
 use queuebox_engine::outbox::{Destination, OutboxPoller, OutboxSettings, Route};
-use queuebox_store::{MigrateRequest, OutboxStore, SchemaStore};
+use queuebox_store::{
+    Claim, ForwardedRow, InboxStore, InsertOutcome, MigrateRequest, NewInboxRow, OutboxStore,
+    RelayRow, RetentionRule, SchemaStore, StoreError,
+};
 use queuebox_store_postgres::PgStore;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -588,4 +591,83 @@ fn install_capture() -> Arc<Mutex<Vec<u8>>> {
     // Global: the poller's tasks run on the runtime's worker threads.
     let _ = tracing::subscriber::set_global_default(subscriber);
     buffer
+}
+
+/// Test behaviour in front of some calls of the real inbox store (see [`Hooked`]). Each method
+/// receives the real store; one a test does not override goes straight to PostgreSQL.
+#[async_trait]
+pub trait InboxHooks: Send + Sync {
+    async fn insert_batch(
+        &self,
+        store: &PgStore,
+        rows: &[NewInboxRow],
+    ) -> Result<Vec<InsertOutcome>, StoreError> {
+        store.insert_batch(rows).await
+    }
+    async fn relay_forward(
+        &self,
+        store: &PgStore,
+        claim: Claim,
+        row: &ForwardedRow,
+    ) -> Result<bool, StoreError> {
+        store.relay_forward(claim, row).await
+    }
+    async fn retention_delete(
+        &self,
+        store: &PgStore,
+        rule: RetentionRule,
+        batch: u32,
+    ) -> Result<u64, StoreError> {
+        store.retention_delete(rule, batch).await
+    }
+}
+
+/// The real PostgreSQL inbox store with a test's [`InboxHooks`] in front of it.
+pub struct Hooked<H> {
+    pub store: PgStore,
+    pub hooks: H,
+}
+
+#[async_trait]
+impl<H: InboxHooks> InboxStore for Hooked<H> {
+    async fn insert_batch(&self, rows: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
+        self.hooks.insert_batch(&self.store, rows).await
+    }
+    async fn relay_claim(
+        &self,
+        limit: u32,
+        lease: Duration,
+        sources: &[String],
+    ) -> Result<Vec<RelayRow>, StoreError> {
+        self.store.relay_claim(limit, lease, sources).await
+    }
+    async fn relay_renew(
+        &self,
+        claims: &[Claim],
+        lease: Duration,
+    ) -> Result<Vec<Claim>, StoreError> {
+        self.store.relay_renew(claims, lease).await
+    }
+    async fn relay_forward(&self, claim: Claim, row: &ForwardedRow) -> Result<bool, StoreError> {
+        self.hooks.relay_forward(&self.store, claim, row).await
+    }
+    async fn relay_dead(&self, claim: Claim, error: &str) -> Result<bool, StoreError> {
+        self.store.relay_dead(claim, error).await
+    }
+    async fn relay_release(
+        &self,
+        claims: &[Claim],
+        error: Option<&str>,
+    ) -> Result<Vec<Claim>, StoreError> {
+        self.store.relay_release(claims, error).await
+    }
+    async fn relay_reclaim_expired(&self) -> Result<u64, StoreError> {
+        self.store.relay_reclaim_expired().await
+    }
+    async fn inbox_oldest_pending_age(&self) -> Result<f64, StoreError> {
+        self.store.inbox_oldest_pending_age().await
+    }
+    async fn retention_delete(&self, rule: RetentionRule, batch: u32) -> Result<u64, StoreError> {
+        self.hooks.retention_delete(&self.store, rule, batch).await
+    }
 }
