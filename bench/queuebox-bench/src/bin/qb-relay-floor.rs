@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use queuebox_config::{LoadOptions, load};
+use queuebox_bench::load_config_file;
 use queuebox_engine::relay::{identity_headers, render_topic};
 use queuebox_store::{ForwardedRow, InboxStore};
 use queuebox_store_postgres::PgStore;
@@ -27,14 +27,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let loaded = load(&LoadOptions {
-        config_path: Some(args.config.clone()),
-        env: Vec::new(),
-        cwd: std::env::current_dir()?,
-        etc_path: PathBuf::from("/nonexistent"),
-    })
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let config = loaded.config;
+    let config = load_config_file(&args.config, &std::env::current_dir()?)?;
     let relay = &config.inbox.relay;
     let batch = relay.batch_size;
     let lease = Duration::from_millis(relay.claim_timeout_ms);

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use queuebox_config::{LoadOptions, load};
+use queuebox_bench::load_config_file;
 use queuebox_store::{OutboxStore, TerminalWrite};
 use queuebox_store_postgres::PgStore;
 
@@ -23,14 +23,7 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let loaded = load(&LoadOptions {
-        config_path: Some(args.config.clone()),
-        env: Vec::new(),
-        cwd: std::env::current_dir()?,
-        etc_path: PathBuf::from("/nonexistent"),
-    })
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let config = loaded.config;
+    let config = load_config_file(&args.config, &std::env::current_dir()?)?;
     let batch = config.outbox.batch_size;
     let lease = Duration::from_millis(config.outbox.claim_timeout_ms);
     let store = PgStore::connect(&config.database)

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use queuebox_config::{Config, LoadOptions};
+use queuebox_config::Config;
 use tokio::process::Command;
 use tokio_postgres::Client;
 
@@ -43,20 +43,15 @@ async fn place(
     let url = pg::queuebox_url(&opts.server_url, &schema);
     let config_path = opts.work_dir.join(format!("{name}.yml"));
     std::fs::write(&config_path, config::yaml(&url, shape))?;
-    let loaded = queuebox_config::load(&LoadOptions {
-        config_path: Some(config_path.clone()),
-        env: Vec::new(),
-        cwd: opts.work_dir.clone(),
-        etc_path: PathBuf::from("/nonexistent"),
-    })
-    .map_err(|e| anyhow::anyhow!("the generated configuration is invalid: {e}"))?;
+    let config = crate::load_config_file(&config_path, &opts.work_dir)
+        .context("the generated configuration is invalid")?;
     let log = opts.work_dir.join(format!("{name}-migrate.log"));
     procs::migrate(&opts.queuebox, &config_path, &log).await?;
     Ok(Place {
         schema,
         client,
         config_path,
-        config: loaded.config,
+        config,
     })
 }
 
