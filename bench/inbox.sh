@@ -148,16 +148,8 @@ stop_queuebox() {
 }
 
 # --- facts -----------------------------------------------------------------------------------
-date_run="$(date -u '+%Y-%m-%d %H:%M')"
-head_commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-if [[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
-    commit="\`$head_commit\` with uncommitted changes"
-else
-    commit="\`$head_commit\`"
-fi
-cores="$(nproc)"
-cpu_model="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
-mem_gb="$(awk '/^MemTotal/ { printf "%.9f", $2 * 1024 / 1e9 }' /proc/meminfo)"
+# shellcheck source=bench/facts.sh
+source "$root/bench/facts.sh"
 pg_facts="$(psql "$pg_url" -qAtX -F'|' -c "SELECT
     current_setting('server_version'),
     current_setting('shared_buffers'), current_setting('synchronous_commit'),

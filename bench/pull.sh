@@ -145,16 +145,8 @@ if [[ $wait_others -eq 1 ]]; then
 fi
 
 # --- facts -----------------------------------------------------------------------------------
-date_run="$(date -u '+%Y-%m-%d %H:%M')"
-head_commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-if [[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
-    commit="\`$head_commit\` with uncommitted changes"
-else
-    commit="\`$head_commit\`"
-fi
-cores="$(nproc)"
-cpu_model="$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
-mem_gb="$(awk '/^MemTotal/ { printf "%.9f", $2 * 1024 / 1e9 }' /proc/meminfo)"
+# shellcheck source=bench/facts.sh
+source "$root/bench/facts.sh"
 pg_facts="$(q -F'|' -c "SELECT current_setting('server_version'),
     current_setting('shared_buffers'), current_setting('synchronous_commit'),
     current_setting('fsync'), current_setting('autovacuum'), current_setting('max_connections')")"

@@ -2,7 +2,7 @@
 // per phase) and writes it between the pull-benchmark markers, appending it when they are
 // missing; the rest of the page is left alone. Figures are cut, never rounded up.
 // Usage: node render.mjs <results.jsonl> <page.md> key=value...
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 
 const [resultsPath, pagePath, ...pairs] = process.argv.slice(2);
 const f = Object.fromEntries(pairs.map((p) => [p.slice(0, p.indexOf('=')), p.slice(p.indexOf('=') + 1)]));
@@ -113,13 +113,14 @@ if (f.ts_ok !== '1') {
 p('<!-- pull-benchmark:end -->');
 
 const section = lines.join('\n');
-let page = readFileSync(pagePath, 'utf8');
+// A page that does not exist yet (a quick try with --out) gets just the section.
+let page = existsSync(pagePath) ? readFileSync(pagePath, 'utf8') : '';
 const begin = page.indexOf('<!-- pull-benchmark:begin');
 const endMarker = '<!-- pull-benchmark:end -->';
 const end = page.indexOf(endMarker);
 if (begin >= 0 && end > begin) {
   page = page.slice(0, begin) + section + page.slice(end + endMarker.length);
 } else {
-  page = `${page.replace(/\n*$/, '\n')}\n${section}\n`;
+  page = page ? `${page.replace(/\n*$/, '\n')}\n${section}\n` : `${section}\n`;
 }
 writeFileSync(pagePath, page);
