@@ -1,9 +1,11 @@
-//! QueueBox's engine: the outbox poller, the inbox relay, retention and the supervisor; and the metrics they move.
+//! QueueBox's engine, which owns the delivery rules (architecture.md, rule 1): the message
+//! pipeline and the write-combining intake every source submits to, the outbox poller, the inbox
+//! relay and retention.
 
 pub mod error;
 pub mod intake;
-pub mod metrics;
 pub mod outbox;
+pub mod pipeline;
 pub mod relay;
 mod repeat;
 pub mod retention;

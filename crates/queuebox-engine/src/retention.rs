@@ -7,13 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-use queuebox_config::{InboxRetentionPolicy, OutboxRetentionPolicy, RetentionConfig};
 use queuebox_core::redact::redact;
 use queuebox_store::{InboxStore, RetentionRule};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::EngineError;
-use crate::metrics::{Metrics, Table};
+use queuebox_telemetry::{Metrics, Table};
 use crate::repeat::RepeatLog;
 
 /// The retention of one table.
@@ -36,34 +35,6 @@ pub struct RetentionSettings {
 }
 
 impl RetentionSettings {
-    /// CFG-83: the policies apply only with `retention.enabled: true`; `DISABLED` is `None`.
-    pub fn from_config(config: &RetentionConfig) -> Self {
-        if !config.enabled {
-            return Self::default();
-        }
-        let outbox = match config.outbox.policy {
-            OutboxRetentionPolicy::Age(age) => Some(RetentionRule::OutboxOlderThan(age)),
-            OutboxRetentionPolicy::Count(n) => Some(RetentionRule::OutboxKeepNewest(n)),
-            OutboxRetentionPolicy::Disabled => None,
-        };
-        let inbox = match config.inbox.policy {
-            InboxRetentionPolicy::Age(age) => Some(RetentionRule::InboxOlderThan(age)),
-            InboxRetentionPolicy::Disabled => None,
-        };
-        Self {
-            outbox: outbox.map(|rule| TableRetention {
-                rule,
-                cleanup_interval: config.outbox.cleanup_interval,
-                batch: config.outbox.batch_size,
-            }),
-            inbox: inbox.map(|rule| TableRetention {
-                rule,
-                cleanup_interval: config.inbox.cleanup_interval,
-                batch: config.inbox.batch_size,
-            }),
-        }
-    }
-
     pub fn is_enabled(&self) -> bool {
         self.outbox.is_some() || self.inbox.is_some()
     }

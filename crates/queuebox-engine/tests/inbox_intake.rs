@@ -57,6 +57,8 @@ fn row(key: &str) -> NewInboxRow {
         schedule: Schedule::AfterReceipt {
             delay: Duration::ZERO,
         },
+        state: StoredState::Pending,
+        last_error: None,
     }
 }
 

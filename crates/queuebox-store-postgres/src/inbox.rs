@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use queuebox_store::{
+    StoredState,
     Claim, ForwardedRow, InboxStore, InsertOutcome, NewInboxRow, RelayRow, RetentionRule, Schedule,
     StoreError,
 };
@@ -39,6 +40,8 @@ struct InsertArrays<'a> {
     correlations: Vec<Option<&'a str>>,
     publish_ms: Vec<Option<i64>>,
     delay_ms: Vec<i64>,
+    states: Vec<&'static str>,
+    last_errors: Vec<Option<&'a str>>,
 }
 
 impl<'a> InsertArrays<'a> {
@@ -55,11 +58,15 @@ impl<'a> InsertArrays<'a> {
             correlations: Vec::with_capacity(rows.len()),
             publish_ms: Vec::with_capacity(rows.len()),
             delay_ms: Vec::with_capacity(rows.len()),
+            states: Vec::with_capacity(rows.len()),
+            last_errors: Vec::with_capacity(rows.len()),
         };
         for row in rows {
             // The statement computes scheduled_at from the database clock (INB-44); only the
             // publish time and the delay travel.
             let (publish, delay) = match row.schedule {
+                // A dead row is due at its receipt (INB-45).
+                _ if row.state == StoredState::Dead => (None, Duration::ZERO),
                 Schedule::AfterReceipt { delay } => (None, delay),
                 Schedule::AfterPublish {
                     publish_epoch_ms,
@@ -77,6 +84,11 @@ impl<'a> InsertArrays<'a> {
             a.correlations.push(row.correlation_id.as_deref());
             a.publish_ms.push(publish);
             a.delay_ms.push(millis(delay));
+            a.states.push(match row.state {
+                StoredState::Pending => "pending",
+                StoredState::Dead => "dead",
+            });
+            a.last_errors.push(row.last_error.as_deref());
         }
         a
     }
@@ -157,6 +169,8 @@ impl InboxStore for PgStore {
                     &a.correlations,
                     &a.publish_ms,
                     &a.delay_ms,
+                    &a.states,
+                    &a.last_errors,
                 ],
             )
             .await?;
@@ -372,6 +386,8 @@ mod tests {
             consumption: Consumption::Pull,
             correlation_id: None,
             schedule,
+            state: StoredState::Pending,
+            last_error: None,
         }
     }
 

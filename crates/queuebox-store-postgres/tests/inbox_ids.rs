@@ -50,6 +50,8 @@ fn message(key: &str, aggregate: Option<&str>, payload: &str) -> NewInboxRow {
         schedule: Schedule::AfterReceipt {
             delay: Duration::ZERO,
         },
+        state: StoredState::Pending,
+        last_error: None,
     }
 }
 

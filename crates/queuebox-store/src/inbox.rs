@@ -7,6 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use uuid::Uuid;
 
+pub use queuebox_core::intake::StoredState;
+
 use crate::error::StoreError;
 use crate::outbox::Claim;
 
@@ -53,7 +55,13 @@ pub struct NewInboxRow {
     pub headers: String,
     pub consumption: Consumption,
     pub correlation_id: Option<String>,
+    /// Ignored for a `dead` row, which is due at its receipt (INB-45).
     pub schedule: Schedule,
+    /// `pending`, or `dead` for a broker message that cannot be used (INB-56, INB-58): such a
+    /// row never exists as `pending`, so nothing can claim it.
+    pub state: StoredState,
+    /// `last_error` of a `dead` row; `None` for a `pending` one.
+    pub last_error: Option<String>,
 }
 
 /// The answer for one row of a batched insert (INB-50).

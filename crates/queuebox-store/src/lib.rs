@@ -22,7 +22,7 @@ pub use guard::{
 };
 pub use inbox::{
     Consumption, ForwardedRow, InboxStore, InsertOutcome, NewInboxRow, RelayRow, RetentionRule,
-    Schedule,
+    Schedule, StoredState,
 };
 pub use migrate::{MigrationBackend, MigrationSession, MigrationState, run_migrate};
 pub use outbox::{Claim, ClaimedRow, OutboxStore, PendingStats, TerminalWrite};

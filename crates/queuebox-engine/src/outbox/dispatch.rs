@@ -18,7 +18,7 @@ use super::held::Stage;
 use super::route::Destination;
 use super::row::{RowLog, jitter, row_event, terminal_write};
 use super::writer::Completion;
-use crate::metrics::{CounterHandle, DestinationType, GaugeHandle, Metrics, PublishOutcome};
+use queuebox_telemetry::{CounterHandle, DestinationType, GaugeHandle, Metrics, PublishOutcome};
 
 /// The metric series of one destination, looked up once at start (the lookup takes a lock).
 #[derive(Clone)]

@@ -33,7 +33,7 @@ pub use route::{Destination, Route, no_route_reason, route};
 pub use row::correlation_id;
 
 use crate::error::EngineError;
-use crate::metrics::{Component, Metrics};
+use queuebox_telemetry::{Component, Metrics};
 use dispatch::DestHandles;
 use held::Held;
 use row::row_event;

@@ -13,7 +13,7 @@ use tracing::Level;
 
 use super::Shared;
 use super::row::row_event;
-use crate::metrics::Component;
+use queuebox_telemetry::Component;
 use crate::repeat::RepeatLog;
 
 /// OUT-40: `claimTimeoutMs / 3`, rounded down, at least 1 ms.

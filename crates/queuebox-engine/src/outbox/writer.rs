@@ -14,7 +14,7 @@ use tracing::Level;
 
 use super::Shared;
 use super::row::{RowLog, row_event};
-use crate::metrics::{Component, OutboxStatus};
+use queuebox_telemetry::{Component, OutboxStatus};
 use crate::repeat::RepeatLog;
 
 /// Most terminal writes in one `finish` statement.

@@ -13,7 +13,7 @@ use tracing::Level;
 
 use super::Shared;
 use super::forward::{RelayLog, forwarded_row, relay_event, render_topic};
-use crate::metrics::{Component, InboxStatus};
+use queuebox_telemetry::{Component, InboxStatus};
 use crate::repeat::RepeatLog;
 
 /// How a batch went.

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 pub use forward::{identity_headers, render_topic};
 
 use crate::error::EngineError;
-use crate::metrics::Metrics;
+use queuebox_telemetry::Metrics;
 use crate::repeat::RepeatLog;
 
 /// The relay's settings; the binary maps `inbox.relay.*` (CFG-48) to them.

@@ -229,33 +229,3 @@ async fn a_rule_of_the_other_table_or_a_zero_batch_is_refused() {
     assert!(task.await.unwrap().is_err());
     assert!(rows.deletes.lock().unwrap().is_empty());
 }
-
-#[test]
-fn cfg_83_settings_follow_the_configuration_only_when_enabled() {
-    use queuebox_config::{InboxRetention, OutboxRetention};
-    let mut config = RetentionConfig {
-        enabled: false,
-        outbox: OutboxRetention {
-            policy: OutboxRetentionPolicy::Count(100),
-            cleanup_interval: Duration::from_secs(60),
-            batch_size: 500,
-        },
-        inbox: InboxRetention {
-            policy: InboxRetentionPolicy::Disabled,
-            cleanup_interval: Duration::from_secs(3600),
-            batch_size: 1000,
-        },
-    };
-    assert!(!RetentionSettings::from_config(&config).is_enabled());
-    config.enabled = true;
-    let settings = RetentionSettings::from_config(&config);
-    assert_eq!(
-        settings.outbox,
-        Some(TableRetention {
-            rule: RetentionRule::OutboxKeepNewest(100),
-            cleanup_interval: Duration::from_secs(60),
-            batch: 500,
-        })
-    );
-    assert_eq!(settings.inbox, None);
-}

@@ -10,23 +10,25 @@
 -- $1 = ids, $2 = sources, $3 = idempotency keys, $4 = aggregate ids, $5 = event types,
 -- $6 = payloads (JSON text), $7 = headers (JSON object text), $8 = consumption ('push' or
 -- 'pull'), $9 = correlation ids, $10 = publish times in ms since 1970 (NULL: none),
--- $11 = delays in ms (all arrays of one length).
+-- $11 = delays in ms, $12 = states ('pending', or 'dead' for a broker message that cannot be
+-- used, INB-56/58), $13 = last errors (NULL for a pending row) (all arrays of one length).
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS at)
 INSERT INTO {inbox} ({id}, {source}, {idempotency_key}, {aggregate_id}, {event_type},
                      {payload}, {headers}, {state}, {consumption}, {attempt}, {scheduled_at},
                      {created_at}, {processed_at}, {claimed_at}, {claim_token},
                      {lease_expires_at}, {correlation_id}, {last_error})
 SELECT r.id, r.source, r.idempotency_key, r.aggregate_id, r.event_type,
-       r.payload::jsonb, r.headers::jsonb, 'pending', r.consumption, 0,
+       r.payload::jsonb, r.headers::jsonb, r.state, r.consumption, 0,
        CASE WHEN r.publish_ms IS NULL THEN c.at
             ELSE LEAST(to_timestamp(r.publish_ms / 1000.0), c.at) END
            + r.delay_ms * INTERVAL '1 millisecond',
-       c.at, NULL, NULL, NULL, NULL, r.correlation_id, NULL
+       c.at, NULL, NULL, NULL, NULL, r.correlation_id, r.last_error
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-            $7::text[], $8::text[], $9::text[], $10::int8[], $11::int8[])
+            $7::text[], $8::text[], $9::text[], $10::int8[], $11::int8[], $12::text[],
+            $13::text[])
          WITH ORDINALITY
          AS r(id, source, idempotency_key, aggregate_id, event_type, payload, headers,
-              consumption, correlation_id, publish_ms, delay_ms, ord)
+              consumption, correlation_id, publish_ms, delay_ms, state, last_error, ord)
      CROSS JOIN clock c
 ORDER BY r.ord
 ON CONFLICT ({source}, {idempotency_key}) DO NOTHING

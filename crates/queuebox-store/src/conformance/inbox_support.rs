@@ -24,6 +24,8 @@ pub fn message(source: &str, key: &str) -> NewInboxRow {
         schedule: Schedule::AfterReceipt {
             delay: Duration::ZERO,
         },
+        state: StoredState::Pending,
+        last_error: None,
     }
 }
 

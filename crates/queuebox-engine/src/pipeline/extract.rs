@@ -1,27 +1,47 @@
-//! The idempotency key, aggregate id and event type of an HTTP message (INB-31..39): each the
-//! first value of its chain, header then paths, normalized by INB-37.
+//! The idempotency key, aggregate id and event type of a message (INB-31..40): each the first
+//! value of its chain of steps, in the order INB-31 gives for the source's protocol, normalized
+//! by INB-37.
 //!
-//! The expression step (`*Expression`) sits between the two; the binary refuses a
-//! configuration with one at start (no JSONata engine yet), so the chain has no such step
-//! here rather than a step that pretends.
+//! The expression step (`*Expression`) comes with the JSONata engine; until then the binary
+//! refuses a configuration with one at start, so no chain has such a step rather than a step
+//! that pretends.
 
+use queuebox_core::HeaderName;
+use queuebox_core::ReceivedHeaders;
 use queuebox_core::jsonpath::JsonPath;
+use queuebox_core::rawjson::{TooLong, locate, normalize_number};
 use serde_json::Value;
-
-use super::headers::ReceivedHeaders;
-use super::rawjson::{TooLong, locate, normalize_number};
+use sha2::{Digest, Sha256};
 
 /// Longest value, in UTF-16 code units (INB-37).
 const MAX_UTF16_UNITS: usize = 255;
 
-/// The message as the steps read it: the parsed payload and the body text it came from (for
-/// numbers, whose exact digits only the text keeps).
+/// The message as the steps read it.
 pub(crate) struct Message<'a> {
     pub(crate) headers: &'a ReceivedHeaders,
-    pub(crate) text: &'a str,
-    pub(crate) payload: &'a Value,
+    /// The parsed payload and the body text it came from (for numbers, whose exact digits only
+    /// the text keeps); `None` for a body that is not JSON, where only the steps that need no
+    /// JSON run (INB-56).
+    pub(crate) json: Option<(&'a Value, &'a str)>,
+    /// The raw body bytes, for the digest.
+    pub(crate) body: &'a [u8],
+    /// The protocol's own message id (INB-35).
+    pub(crate) protocol_id: Option<&'a str>,
     pub(crate) source: &'a str,
     pub(crate) correlation_id: &'a str,
+}
+
+/// One step of a chain (INB-31).
+#[derive(Clone, Debug)]
+pub(crate) enum Step {
+    /// A header, looked up in any letter case (INB-32).
+    Header(HeaderName),
+    /// JSONPaths on the original payload, in list order (INB-34).
+    Paths(Vec<JsonPath>),
+    /// The protocol's message id: AMQP `message_id`, Kafka record key, `Nats-Msg-Id` (INB-35).
+    ProtocolId,
+    /// `sha256:` + hex of the body bytes (INB-36): always a value.
+    Digest,
 }
 
 /// One attribute's chain, fixed at start.
@@ -29,52 +49,48 @@ pub(crate) struct Message<'a> {
 pub(crate) struct Chain {
     /// For log lines: `idempotency key`, `aggregate id`, `event type`.
     pub(crate) attribute: &'static str,
-    /// `…Header`, as configured (looked up in any letter case).
-    pub(crate) header: Option<String>,
-    /// `…Path`, tried in list order (INB-34).
-    pub(crate) paths: Vec<JsonPath>,
+    pub(crate) steps: Vec<Step>,
 }
 
 impl Chain {
     /// The first step that gives a value (INB-31); `None` when none does.
     pub(crate) fn extract(&self, message: &Message<'_>) -> Option<String> {
-        if let Some(name) = &self.header
-            && let Some(text) = message.headers.get(name)
-            && let Some(value) =
+        self.steps.iter().find_map(|step| self.run(step, message))
+    }
+
+    fn run(&self, step: &Step, message: &Message<'_>) -> Option<String> {
+        match step {
+            Step::Header(name) => {
+                let text = message.headers.get(name.as_str())?;
                 self.accept(normalize_text(text), message, || format!("header {name}"))
-        {
-            return Some(value);
-        }
-        for path in &self.paths {
-            let Some(found) = path.get(message.payload) else {
-                continue;
-            };
-            let candidate = match found {
-                Value::String(text) => normalize_text(text),
-                Value::Number(number) => {
-                    // The raw literal keeps digits an f64 lost; serde_json's own text is the
-                    // fallback, never needed for a body serde_json accepted.
-                    let literal = locate(message.text, path.steps())
-                        .map_or_else(|| number.to_string(), str::to_owned);
-                    match normalize_number(&literal, MAX_UTF16_UNITS) {
-                        Ok(text) => Ok(Some(text)),
-                        Err(TooLong) => Err(TooLong),
-                    }
-                }
-                Value::Bool(flag) => Ok(Some(flag.to_string())),
-                Value::Null | Value::Object(_) | Value::Array(_) => Ok(None),
-            };
-            if let Some(value) = self.accept(candidate, message, || format!("path {path}")) {
-                return Some(value);
             }
+            Step::Paths(paths) => {
+                let (payload, text) = message.json?;
+                paths.iter().find_map(|path| {
+                    let candidate = candidate_at(path, payload, text)?;
+                    self.accept(candidate, message, || format!("path {path}"))
+                })
+            }
+            Step::ProtocolId => {
+                let id = message.protocol_id?;
+                self.accept(normalize_text(id), message, || "the protocol id".to_owned())
+            }
+            Step::Digest => Some(format!("sha256:{}", hex::encode(Sha256::digest(message.body)))),
         }
-        None
     }
 
     /// What the chain tried, for the warn line of INB-39 (names and paths, never values).
     pub(crate) fn tried(&self) -> String {
-        let mut steps: Vec<String> = self.header.iter().map(|h| format!("header {h}")).collect();
-        steps.extend(self.paths.iter().map(|p| format!("path {p}")));
+        let steps: Vec<String> = self
+            .steps
+            .iter()
+            .flat_map(|step| match step {
+                Step::Header(name) => vec![format!("header {name}")],
+                Step::Paths(paths) => paths.iter().map(|p| format!("path {p}")).collect(),
+                Step::ProtocolId => vec!["the protocol id".to_owned()],
+                Step::Digest => vec!["the body digest".to_owned()],
+            })
+            .collect();
         if steps.is_empty() {
             "no step".to_owned()
         } else {
@@ -107,6 +123,26 @@ impl Chain {
     }
 }
 
+/// INB-37 for the value a path reached; `None` when the path reaches nothing.
+fn candidate_at(
+    path: &JsonPath,
+    payload: &Value,
+    text: &str,
+) -> Option<Result<Option<String>, TooLong>> {
+    let found = path.get(payload)?;
+    Some(match found {
+        Value::String(text) => normalize_text(text),
+        Value::Number(number) => {
+            // The raw literal keeps digits an f64 lost; serde_json's own text is the fallback,
+            // never needed for a body serde_json accepted.
+            let literal = locate(text, path.steps()).map_or_else(|| number.to_string(), str::to_owned);
+            normalize_number(&literal, MAX_UTF16_UNITS).map(Some)
+        }
+        Value::Bool(flag) => Ok(Some(flag.to_string())),
+        Value::Null | Value::Object(_) | Value::Array(_) => Ok(None),
+    })
+}
+
 /// INB-37 for text: trimmed; empty is no value; over 255 UTF-16 code units is `TooLong`.
 fn normalize_text(text: &str) -> Result<Option<String>, TooLong> {
     let trimmed = text.trim();
@@ -122,34 +158,38 @@ fn normalize_text(text: &str) -> Result<Option<String>, TooLong> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use axum::http::{HeaderMap, HeaderValue};
-
-    use crate::source::headers::HeaderPolicy;
 
     fn chain(header: Option<&str>, paths: &[&str]) -> Chain {
+        let mut steps = Vec::new();
+        if let Some(header) = header {
+            steps.push(Step::Header(HeaderName::parse(header).unwrap()));
+        }
+        if !paths.is_empty() {
+            steps.push(Step::Paths(
+                paths.iter().map(|p| JsonPath::parse(p).unwrap()).collect(),
+            ));
+        }
         Chain {
             attribute: "idempotency key",
-            header: header.map(str::to_owned),
-            paths: paths.iter().map(|p| JsonPath::parse(p).unwrap()).collect(),
+            steps,
         }
     }
 
-    fn run(chain: &Chain, headers: &[(&'static str, &'static str)], body: &str) -> Option<String> {
-        let mut map = HeaderMap::new();
-        for (name, value) in headers {
-            map.insert(*name, HeaderValue::from_static(value));
-        }
-        let headers = HeaderPolicy::new(None).collect(&map);
+    fn run(chain: &Chain, headers: &[(&str, &str)], body: &str) -> Option<String> {
+        let headers: ReceivedHeaders = headers
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+            .collect();
         let payload: Value = serde_json::from_str(body).unwrap();
         chain.extract(&Message {
             headers: &headers,
-            text: body,
-            payload: &payload,
+            json: Some((&payload, body)),
+            body: body.as_bytes(),
+            protocol_id: None,
             source: "s",
             correlation_id: "c",
         })
     }
-
     #[test]
     fn inb_31_header_wins_over_the_path_in_any_letter_case() {
         let c = chain(Some("X-Idempotency-Key"), &["$.id"]);

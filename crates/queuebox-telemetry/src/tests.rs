@@ -639,12 +639,3 @@ fn clones_share_series_and_counters_are_exact_under_contention() {
     let handle = m.destination_messages("billing", PublishOutcome::Success);
     assert_eq!(handle.get(), 40_000);
 }
-
-#[test]
-fn table_kind_of_the_store_maps_to_the_table_label() {
-    assert_eq!(
-        Table::from(queuebox_store::TableKind::Outbox),
-        Table::Outbox
-    );
-    assert_eq!(Table::from(queuebox_store::TableKind::Inbox), Table::Inbox);
-}

@@ -1,31 +1,34 @@
-//! The write-combining intake (inbox.md §9, INB-49/50): every source hands its rows to one writer
-//! task, which stores the first waiting row plus everything already queued in ONE `insert_batch`
-//! (one transaction) and answers each caller only after that call returned, i.e. after the
-//! commit. Throughput then grows with the number of concurrent senders instead of being bounded
-//! by one fsync per message, and no source ever acknowledges a message before it is durable.
+//! The write-combining writer of the intake (inbox.md §9, INB-49/50, INB-65, INB-72): every
+//! source's rows go to one writer task, which stores the first waiting row plus everything
+//! already queued in ONE `insert_batch` (one transaction) and answers each row only after that
+//! call returned, i.e. after the commit. Throughput then grows with the number of concurrent
+//! senders instead of being bounded by one fsync per message, and no source ever acknowledges a
+//! message before it is durable. Rows are stored in the order they were queued.
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use queuebox_core::intake::{IntakeOutcome, StoredState};
 use queuebox_core::redact::redact;
 use queuebox_store::{Consumption, InboxStore, InsertOutcome, NewInboxRow, StoreError};
+use queuebox_telemetry::{InboxStatus, Metrics, RejectionReason};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::EngineError;
-use crate::metrics::{InboxStatus, Metrics, RejectionReason};
+use crate::pipeline::dead_row_rejection;
 use crate::repeat::RepeatLog;
 
-/// The intake's sizes.
+/// The writer's sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IntakeSettings {
+pub struct WriterSettings {
     /// The most rows one `insert_batch` stores (for example 256).
     pub max_batch: usize,
     /// Rows that may wait for the writer; a caller beyond this waits for room (backpressure).
     pub queue: usize,
 }
 
-impl Default for IntakeSettings {
+impl Default for WriterSettings {
     fn default() -> Self {
         Self {
             max_batch: 256,
@@ -34,61 +37,63 @@ impl Default for IntakeSettings {
     }
 }
 
-/// Why a row was not stored. Nothing was committed for the row in either case, so the source
-/// must not acknowledge it (INB-54, INB-66); the HTTP route answers 500 / 503.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum IntakeError {
-    /// The batch's `insert_batch` failed (INB-50: a storage failure). `reason` is redacted.
-    #[error("The message could not be stored: {reason}")]
-    StorageFailed { reason: String },
-    /// The intake stopped accepting rows (shutdown).
-    #[error("QueueBox is shutting down")]
-    ShuttingDown,
-}
-
 /// One caller waiting for its row.
 struct Request {
     row: NewInboxRow,
-    answer: oneshot::Sender<Result<InsertOutcome, IntakeError>>,
+    answer: oneshot::Sender<IntakeOutcome>,
 }
 
-/// The callers' side: cheap to clone, one per source or route.
+/// The callers' side: cheap to clone.
 #[derive(Clone)]
-pub struct IntakeHandle {
+pub struct WriterHandle {
     queue: mpsc::Sender<Request>,
 }
 
-impl IntakeHandle {
-    /// Stores one row and returns after the transaction that holds it committed (or failed).
-    /// Waits while the queue is full; never drops a row. Dropping the future after the row was
-    /// queued does not withdraw it: it is stored anyway, and a redelivery is then a duplicate.
-    pub async fn store(&self, row: NewInboxRow) -> Result<InsertOutcome, IntakeError> {
+impl WriterHandle {
+    /// Queues one row (waiting while the queue is full; never dropping a row) and returns the
+    /// receiver of its outcome, which the writer sends after the transaction that holds the row
+    /// committed (or failed). Rows queued one after another are stored in that order. A
+    /// dropped receiver does not withdraw the row: it is stored anyway, and a redelivery is
+    /// then a duplicate. `Err` when the writer stopped taking rows: nothing was stored.
+    pub async fn queue(&self, row: NewInboxRow) -> Result<oneshot::Receiver<IntakeOutcome>, Stopped> {
         let (answer, wait) = oneshot::channel();
         self.queue
             .send(Request { row, answer })
             .await
-            .map_err(|_| IntakeError::ShuttingDown)?;
-        // A dropped answer means the writer closed without handling the row (it was never
-        // given to the store), so nothing was stored.
-        wait.await.unwrap_or(Err(IntakeError::ShuttingDown))
+            .map_err(|_| Stopped)?;
+        Ok(wait)
+    }
+
+    /// Stores one row and returns its outcome after the commit (or the failure).
+    pub async fn store(&self, row: NewInboxRow) -> IntakeOutcome {
+        match self.queue(row).await {
+            // A dropped answer means the writer closed without handling the row (it was never
+            // given to the store), so nothing was stored.
+            Ok(wait) => wait.await.unwrap_or(IntakeOutcome::ShuttingDown),
+            Err(Stopped) => IntakeOutcome::ShuttingDown,
+        }
     }
 }
 
+/// The writer stopped taking rows (shutdown).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stopped;
+
 /// The writer of one replica's inbox intake.
-pub struct Intake {
+pub struct IntakeWriter {
     store: Arc<dyn InboxStore>,
-    settings: IntakeSettings,
+    settings: WriterSettings,
     metrics: Metrics,
     relay_wake: Arc<Notify>,
     queue: mpsc::Sender<Request>,
     requests: mpsc::Receiver<Request>,
 }
 
-impl Intake {
+impl IntakeWriter {
     /// `relay_wake` is the relay's wake-up: a stored push row ends its idle wait (RLY-14).
     pub fn new(
         store: Arc<dyn InboxStore>,
-        settings: IntakeSettings,
+        settings: WriterSettings,
         metrics: Metrics,
         relay_wake: Arc<Notify>,
     ) -> Self {
@@ -103,9 +108,9 @@ impl Intake {
         }
     }
 
-    /// A handle for the sources; take the handles before `run`.
-    pub fn handle(&self) -> IntakeHandle {
-        IntakeHandle {
+    /// A handle for the callers; take the handles before `run`.
+    pub fn handle(&self) -> WriterHandle {
+        WriterHandle {
             queue: self.queue.clone(),
         }
     }
@@ -221,9 +226,10 @@ impl Writer {
                         "Storing inbox messages failed. The senders are told to send them again."
                     );
                 }
-                let failed = IntakeError::StorageFailed { reason };
                 for answer in answers {
-                    let _ = answer.send(Err(failed.clone()));
+                    let _ = answer.send(IntakeOutcome::StorageFailed {
+                        reason: reason.clone(),
+                    });
                 }
             }
         }
@@ -234,7 +240,7 @@ impl Writer {
         &self,
         rows: &[NewInboxRow],
         outcomes: Vec<InsertOutcome>,
-        answers: Vec<oneshot::Sender<Result<InsertOutcome, IntakeError>>>,
+        answers: Vec<oneshot::Sender<IntakeOutcome>>,
     ) {
         if outcomes.len() != rows.len() {
             // A store bug; the rows it did not answer for may or may not be stored, and a
@@ -255,20 +261,33 @@ impl Writer {
                         .inbox_rejections(RejectionReason::StorageFailed)
                         .inc();
                     let reason = "the store gave no outcome for the message".to_owned();
-                    let _ = answer.send(Err(IntakeError::StorageFailed { reason }));
+                    let _ = answer.send(IntakeOutcome::StorageFailed { reason });
                     continue;
                 }
             };
-            match outcome {
-                InsertOutcome::Stored(_) => {
-                    self.metrics.inbox_messages(InboxStatus::New).inc();
-                    pushed |= row.consumption == Consumption::Push;
+            let outcome = match outcome {
+                InsertOutcome::Stored(id) => {
+                    match row.state {
+                        StoredState::Pending => {
+                            self.metrics.inbox_messages(InboxStatus::New).inc();
+                            pushed |= row.consumption == Consumption::Push;
+                        }
+                        // INB-55: a message stored dead was not accepted as pending.
+                        StoredState::Dead => {
+                            self.metrics.inbox_rejections(dead_row_rejection(row)).inc();
+                        }
+                    }
+                    IntakeOutcome::New {
+                        id,
+                        state: row.state,
+                    }
                 }
                 InsertOutcome::Duplicate => {
                     self.metrics.inbox_messages(InboxStatus::Duplicate).inc();
+                    IntakeOutcome::Duplicate
                 }
-            }
-            let _ = answer.send(Ok(outcome));
+            };
+            let _ = answer.send(outcome);
         }
         if pushed {
             self.relay_wake.notify_one();

@@ -4,15 +4,15 @@
 //! reaches is re-read from the body text: [`locate`] walks the raw JSON along the same definite
 //! steps, and [`normalize_number`] rewrites the literal with decimal arithmetic on its digits.
 
-use queuebox_core::jsonpath::JsonPathStep;
+use crate::jsonpath::JsonPathStep;
 
 /// The literal would need more characters than the caller's limit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct TooLong;
+pub struct TooLong;
 
 /// The raw text of the value that `steps` reach in `json`, which serde_json already accepted.
 /// A repeated object member resolves to its last occurrence, as in serde_json's map.
-pub(crate) fn locate<'a>(json: &'a str, steps: &[JsonPathStep]) -> Option<&'a str> {
+pub fn locate<'a>(json: &'a str, steps: &[JsonPathStep]) -> Option<&'a str> {
     let mut scanner = Scanner {
         bytes: json.as_bytes(),
         pos: 0,
@@ -159,7 +159,7 @@ fn name_is(raw: &str, key: &str) -> bool {
 /// exponent (`2.0` → `2`, `1e3` → `1000`, `-0` → `0`), digits are kept exactly, and a fraction
 /// is written out in plain decimal without trailing zeros (`1.50` → `1.5`, `15e-3` → `0.015`).
 /// `TooLong` when the text would exceed `max_len` characters.
-pub(crate) fn normalize_number(literal: &str, max_len: usize) -> Result<String, TooLong> {
+pub fn normalize_number(literal: &str, max_len: usize) -> Result<String, TooLong> {
     let (negative, unsigned) = match literal.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, literal),
@@ -212,7 +212,7 @@ pub(crate) fn normalize_number(literal: &str, max_len: usize) -> Result<String, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use queuebox_core::jsonpath::JsonPath;
+    use crate::jsonpath::JsonPath;
 
     fn at<'a>(json: &'a str, path: &str) -> Option<&'a str> {
         locate(json, JsonPath::parse(path).unwrap().steps())

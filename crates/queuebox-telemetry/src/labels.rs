@@ -1,6 +1,8 @@
 //! The fixed label value sets of the metric catalogue (operations.md §5.2, MET-5): one enum per
 //! label, so no caller can put free text (a status code, a topic, an id) into a label value.
 
+pub use queuebox_core::DestinationType;
+
 /// A fixed set of label values, indexable so a family can keep one series per value in an array
 /// (no lock to find it).
 pub(crate) trait LabelSet: Copy + 'static {
@@ -86,14 +88,21 @@ label_enum! {
     }
 }
 
-label_enum! {
-    /// `destination_type` of `queuebox_outbox_publish_duration_seconds` (the config `type` word).
-    DestinationType {
-        Http => "http",
-        Rabbitmq => "rabbitmq",
-        Kafka => "kafka",
-        Nats => "nats",
-        Log => "log",
+/// `destination_type` of `queuebox_outbox_publish_duration_seconds`: the configuration's
+/// `type` word, from the destination contract's own enum.
+impl LabelSet for DestinationType {
+    const ALL: &'static [Self] = DestinationType::ALL;
+    fn index(self) -> usize {
+        self as usize
+    }
+    fn values(self) -> &'static [&'static str] {
+        match self {
+            Self::Http => &["http"],
+            Self::Rabbitmq => &["rabbitmq"],
+            Self::Kafka => &["kafka"],
+            Self::Nats => &["nats"],
+            Self::Log => &["log"],
+        }
     }
 }
 
@@ -167,15 +176,6 @@ label_enum! {
     Table {
         Outbox => "outbox",
         Inbox => "inbox",
-    }
-}
-
-impl From<queuebox_store::TableKind> for Table {
-    fn from(kind: queuebox_store::TableKind) -> Self {
-        match kind {
-            queuebox_store::TableKind::Outbox => Self::Outbox,
-            queuebox_store::TableKind::Inbox => Self::Inbox,
-        }
     }
 }
 

@@ -1,84 +1,25 @@
-//! `scheduled_at` of an HTTP message (INB-41..44): the initial delay after the receipt, or
-//! after the publish time taken from a header or a body path. The database adds the receipt
-//! time itself (INB-44); this only chooses the [`Schedule`].
+//! Publish times (inbox.md INB-43): an ISO-8601 date-time with an offset or `Z`, or an integer
+//! (a JSON number or decimal text) that counts seconds since 1970 below 100000000000 and
+//! milliseconds from there on. Anything else is no publish time.
 
-use std::time::Duration;
-
-use queuebox_core::jsonpath::JsonPath;
-use queuebox_store::Schedule;
 use serde_json::Value;
-
-use super::headers::ReceivedHeaders;
 
 /// Below this an integer counts in seconds, from it on in milliseconds (INB-43).
 const MILLIS_FROM: i64 = 100_000_000_000;
 
-/// The publish-time rule of one source, fixed at start.
-#[derive(Clone, Debug)]
-pub(crate) struct ScheduleRule {
-    pub(crate) initial_delay: Duration,
-    /// `scheduledAtHeader`, as configured (looked up in any letter case).
-    pub(crate) header: Option<String>,
-    pub(crate) paths: Vec<JsonPath>,
-}
-
-impl ScheduleRule {
-    /// INB-41/42: without a publish-time key, receipt + delay; with one, the first valid
-    /// publish time (header, then paths), else the receipt time (`AfterReceipt`).
-    pub(crate) fn schedule(
-        &self,
-        headers: &ReceivedHeaders,
-        payload: &Value,
-        source: &str,
-        correlation_id: &str,
-    ) -> Schedule {
-        let delay = self.initial_delay;
-        let warn = |step: &str| {
-            // INB-43: one line per unusable value; never the value itself.
-            tracing::warn!(
-                source,
-                correlationId = correlation_id,
-                step,
-                "The publish time from {step} is not an ISO-8601 date-time with an offset nor \
-                 an integer; trying the next step"
-            );
-        };
-        if let Some(name) = &self.header
-            && let Some(text) = headers.get(name)
-        {
-            match publish_time_of_text(text) {
-                Some(publish_epoch_ms) => {
-                    return Schedule::AfterPublish {
-                        publish_epoch_ms,
-                        delay,
-                    };
-                }
-                None => warn(&format!("header {name}")),
-            }
-        }
-        for path in &self.paths {
-            let found = match path.get(payload) {
-                None | Some(Value::Null) => continue,
-                Some(Value::String(text)) => publish_time_of_text(text),
-                Some(Value::Number(number)) => whole_number(number).and_then(to_epoch_ms),
-                Some(_) => None,
-            };
-            match found {
-                Some(publish_epoch_ms) => {
-                    return Schedule::AfterPublish {
-                        publish_epoch_ms,
-                        delay,
-                    };
-                }
-                None => warn(&format!("path {path}")),
-            }
-        }
-        Schedule::AfterReceipt { delay }
+/// The publish time of a JSON value a path reached, in ms since 1970: a string by
+/// [`publish_time_of_text`], a whole number as seconds or milliseconds; `None` for anything
+/// else.
+pub fn publish_time_of_value(value: &Value) -> Option<i64> {
+    match value {
+        Value::String(text) => publish_time_of_text(text),
+        Value::Number(number) => whole_number(number).and_then(to_epoch_ms),
+        _ => None,
     }
 }
 
 /// INB-43: decimal integer text or an ISO-8601 date-time with an offset or `Z`.
-pub(crate) fn publish_time_of_text(text: &str) -> Option<i64> {
+pub fn publish_time_of_text(text: &str) -> Option<i64> {
     let text = text.trim();
     let digits = text.strip_prefix('-').unwrap_or(text);
     if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -107,7 +48,7 @@ fn to_epoch_ms(value: i64) -> Option<i64> {
 
 /// `YYYY-MM-DDTHH:MM[:SS[.fff…]]` followed by `Z` or `±HH:MM` (also `±HHMM`, `±HH`); `T` may
 /// be lower case or a space. Milliseconds since 1970, UTC.
-pub(crate) fn parse_iso8601(text: &str) -> Option<i64> {
+pub fn parse_iso8601(text: &str) -> Option<i64> {
     let b = text.as_bytes();
     let num = |range: std::ops::Range<usize>| -> Option<i64> {
         let part = b.get(range)?;

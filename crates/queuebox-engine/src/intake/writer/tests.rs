@@ -100,21 +100,23 @@ fn row(key: &str, consumption: Consumption) -> NewInboxRow {
         schedule: Schedule::AfterReceipt {
             delay: Duration::ZERO,
         },
+        state: StoredState::Pending,
+        last_error: None,
     }
 }
 
 struct Started {
-    handle: IntakeHandle,
+    handle: WriterHandle,
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<Result<(), EngineError>>,
     metrics: Metrics,
     wake: Arc<Notify>,
 }
 
-fn start(store: Arc<Memory>, settings: IntakeSettings) -> Started {
+fn start(store: Arc<Memory>, settings: WriterSettings) -> Started {
     let metrics = Metrics::new("test");
     let wake = Arc::new(Notify::new());
-    let intake = Intake::new(store, settings, metrics.clone(), Arc::clone(&wake));
+    let intake = IntakeWriter::new(store, settings, metrics.clone(), Arc::clone(&wake));
     let handle = intake.handle();
     let cancel = CancellationToken::new();
     let task = tokio::spawn(intake.run(cancel.clone()));
@@ -129,9 +131,9 @@ fn start(store: Arc<Memory>, settings: IntakeSettings) -> Started {
 
 /// Spawns one `store` call per key.
 fn send_all(
-    handle: &IntakeHandle,
+    handle: &WriterHandle,
     keys: impl IntoIterator<Item = String>,
-) -> Vec<tokio::task::JoinHandle<Result<InsertOutcome, IntakeError>>> {
+) -> Vec<tokio::task::JoinHandle<IntakeOutcome>> {
     keys.into_iter()
         .map(|key| {
             let handle = handle.clone();
@@ -154,7 +156,7 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 async fn batching_gathers_rows_that_wait_during_a_store_call_into_one_batch_and_answers_after_it() {
     let store = Arc::new(Memory::default());
     *store.gated.lock().unwrap() = 1;
-    let s = start(Arc::clone(&store), IntakeSettings::default());
+    let s = start(Arc::clone(&store), WriterSettings::default());
     let first = send_all(&s.handle, ["k0".to_owned()]);
     wait_until("the first batch", || {
         store.batches.lock().unwrap().len() == 1
@@ -168,7 +170,7 @@ async fn batching_gathers_rows_that_wait_during_a_store_call_into_one_batch_and_
     );
     store.gate.notify_one();
     for task in first.into_iter().chain(rest) {
-        assert!(matches!(task.await.unwrap(), Ok(InsertOutcome::Stored(_))));
+        assert!(matches!(task.await.unwrap(), IntakeOutcome::New { .. }));
     }
     assert_eq!(*store.batches.lock().unwrap(), vec![1, 19]);
     assert_eq!(s.metrics.inbox_messages(InboxStatus::New).get(), 20);
@@ -180,7 +182,7 @@ async fn batching_gathers_rows_that_wait_during_a_store_call_into_one_batch_and_
 async fn batching_never_exceeds_max_batch() {
     let store = Arc::new(Memory::default());
     *store.gated.lock().unwrap() = 1;
-    let settings = IntakeSettings {
+    let settings = WriterSettings {
         max_batch: 4,
         queue: 64,
     };
@@ -194,7 +196,7 @@ async fn batching_never_exceeds_max_batch() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     store.gate.notify_one();
     for task in first.into_iter().chain(rest) {
-        task.await.unwrap().unwrap();
+        assert!(matches!(task.await.unwrap(), IntakeOutcome::New { .. }));
     }
     assert_eq!(*store.batches.lock().unwrap(), vec![1, 4, 4, 2]);
     s.cancel.cancel();
@@ -204,15 +206,15 @@ async fn batching_never_exceeds_max_batch() {
 #[tokio::test]
 async fn inb_50_a_repeat_in_the_same_batch_or_later_is_a_duplicate_and_counted() {
     let store = Arc::new(Memory::default());
-    let s = start(Arc::clone(&store), IntakeSettings::default());
+    let s = start(Arc::clone(&store), WriterSettings::default());
     let answers = send_all(&s.handle, ["a", "a", "b"].map(str::to_owned));
     let mut outcomes = Vec::new();
     for task in answers {
-        outcomes.push(task.await.unwrap().unwrap());
+        outcomes.push(task.await.unwrap());
     }
     let duplicates = outcomes
         .iter()
-        .filter(|o| **o == InsertOutcome::Duplicate)
+        .filter(|o| **o == IntakeOutcome::Duplicate)
         .count();
     assert_eq!(duplicates, 1);
     assert_eq!(s.metrics.inbox_messages(InboxStatus::New).get(), 2);
@@ -226,7 +228,7 @@ async fn a_storage_failure_answers_every_caller_of_the_batch_with_a_redacted_rea
     let store = Arc::new(Memory::default());
     *store.fail.lock().unwrap() = true;
     *store.gated.lock().unwrap() = 1;
-    let s = start(Arc::clone(&store), IntakeSettings::default());
+    let s = start(Arc::clone(&store), WriterSettings::default());
     let first = send_all(&s.handle, ["k0".to_owned()]);
     wait_until("the first batch", || {
         store.batches.lock().unwrap().len() == 1
@@ -236,7 +238,7 @@ async fn a_storage_failure_answers_every_caller_of_the_batch_with_a_redacted_rea
     tokio::time::sleep(Duration::from_millis(20)).await;
     store.gate.notify_one();
     for task in first.into_iter().chain(rest) {
-        let Err(IntakeError::StorageFailed { reason }) = task.await.unwrap() else {
+        let IntakeOutcome::StorageFailed { reason } = task.await.unwrap() else {
             panic!("a storage failure");
         };
         assert!(!reason.contains("hunter2"), "{reason}");
@@ -251,17 +253,13 @@ async fn a_storage_failure_answers_every_caller_of_the_batch_with_a_redacted_rea
 #[tokio::test]
 async fn rly_14_a_stored_push_row_wakes_the_relay_and_a_pull_row_does_not() {
     let store = Arc::new(Memory::default());
-    let s = start(Arc::clone(&store), IntakeSettings::default());
-    s.handle
-        .store(row("pull", Consumption::Pull))
-        .await
-        .unwrap();
+    let s = start(Arc::clone(&store), WriterSettings::default());
+    let stored = s.handle.store(row("pull", Consumption::Pull)).await;
+    assert!(matches!(stored, IntakeOutcome::New { .. }));
     let woken = tokio::time::timeout(Duration::from_millis(50), s.wake.notified()).await;
     assert!(woken.is_err(), "a pull row does not wake the relay");
-    s.handle
-        .store(row("push", Consumption::Push))
-        .await
-        .unwrap();
+    let stored = s.handle.store(row("push", Consumption::Push)).await;
+    assert!(matches!(stored, IntakeOutcome::New { .. }));
     let woken = tokio::time::timeout(Duration::from_millis(500), s.wake.notified()).await;
     assert!(woken.is_ok(), "a push row wakes the relay");
     s.cancel.cancel();
@@ -272,7 +270,7 @@ async fn rly_14_a_stored_push_row_wakes_the_relay_and_a_pull_row_does_not() {
 async fn shutdown_stores_the_queued_rows_then_refuses_new_ones() {
     let store = Arc::new(Memory::default());
     *store.gated.lock().unwrap() = 1;
-    let s = start(Arc::clone(&store), IntakeSettings::default());
+    let s = start(Arc::clone(&store), WriterSettings::default());
     let first = send_all(&s.handle, ["k0".to_owned()]);
     wait_until("the first batch", || {
         store.batches.lock().unwrap().len() == 1
@@ -283,12 +281,12 @@ async fn shutdown_stores_the_queued_rows_then_refuses_new_ones() {
     s.cancel.cancel();
     store.gate.notify_one();
     for task in first.into_iter().chain(queued) {
-        assert!(matches!(task.await.unwrap(), Ok(InsertOutcome::Stored(_))));
+        assert!(matches!(task.await.unwrap(), IntakeOutcome::New { .. }));
     }
     s.task.await.unwrap().unwrap();
     assert_eq!(
         s.handle.store(row("late", Consumption::Push)).await,
-        Err(IntakeError::ShuttingDown)
+        IntakeOutcome::ShuttingDown
     );
     assert_eq!(store.keys.lock().unwrap().len(), 3);
 }
@@ -297,7 +295,7 @@ async fn shutdown_stores_the_queued_rows_then_refuses_new_ones() {
 async fn a_full_queue_makes_the_caller_wait_instead_of_dropping_the_row() {
     let store = Arc::new(Memory::default());
     *store.gated.lock().unwrap() = 1;
-    let settings = IntakeSettings {
+    let settings = WriterSettings {
         max_batch: 8,
         queue: 2,
     };
@@ -311,7 +309,7 @@ async fn a_full_queue_makes_the_caller_wait_instead_of_dropping_the_row() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     store.gate.notify_one();
     for task in first.into_iter().chain(rest) {
-        assert!(matches!(task.await.unwrap(), Ok(InsertOutcome::Stored(_))));
+        assert!(matches!(task.await.unwrap(), IntakeOutcome::New { .. }));
     }
     assert_eq!(store.keys.lock().unwrap().len(), 6);
     s.cancel.cancel();
@@ -321,7 +319,7 @@ async fn a_full_queue_makes_the_caller_wait_instead_of_dropping_the_row() {
 #[tokio::test]
 async fn a_zero_max_batch_is_refused() {
     let store = Arc::new(Memory::default());
-    let settings = IntakeSettings {
+    let settings = WriterSettings {
         max_batch: 0,
         queue: 1,
     };
