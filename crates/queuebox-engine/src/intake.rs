@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use queuebox_core::redact::redact;
-use queuebox_store::{Consumption, InboxStore, InsertOutcome, NewInboxRow, StoreError};
+use queuebox_store::{Consumption, InsertOutcome, IntakeStore, NewInboxRow, StoreError};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -76,7 +76,7 @@ impl IntakeHandle {
 
 /// The writer of one replica's inbox intake.
 pub struct Intake {
-    store: Arc<dyn InboxStore>,
+    store: Arc<dyn IntakeStore>,
     settings: IntakeSettings,
     metrics: Metrics,
     relay_wake: Arc<Notify>,
@@ -87,7 +87,7 @@ pub struct Intake {
 impl Intake {
     /// `relay_wake` is the relay's wake-up: a stored push row ends its idle wait (RLY-14).
     pub fn new(
-        store: Arc<dyn InboxStore>,
+        store: Arc<dyn IntakeStore>,
         settings: IntakeSettings,
         metrics: Metrics,
         relay_wake: Arc<Notify>,
@@ -170,7 +170,7 @@ impl Intake {
 
 /// The part of the writer that stores one batch and answers it.
 struct Writer {
-    store: Arc<dyn InboxStore>,
+    store: Arc<dyn IntakeStore>,
     metrics: Metrics,
     relay_wake: Arc<Notify>,
     failures: RepeatLog,
