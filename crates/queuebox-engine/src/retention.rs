@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use queuebox_core::redact::redact;
-use queuebox_store::{InboxStore, RetentionRule};
+use queuebox_store::{RetentionRule, RetentionStore};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::EngineError;
@@ -65,14 +65,18 @@ impl Drop for Running {
 /// The retention task of one replica (RET-8: every replica runs one; concurrent runs are safe
 /// because each DELETE re-checks its conditions).
 pub struct Retention {
-    store: Arc<dyn InboxStore>,
+    store: Arc<dyn RetentionStore>,
     settings: RetentionSettings,
     metrics: Metrics,
     health: RetentionHealth,
 }
 
 impl Retention {
-    pub fn new(store: Arc<dyn InboxStore>, settings: RetentionSettings, metrics: Metrics) -> Self {
+    pub fn new(
+        store: Arc<dyn RetentionStore>,
+        settings: RetentionSettings,
+        metrics: Metrics,
+    ) -> Self {
         Self {
             store,
             settings,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use queuebox_engine::intake::{Intake, IntakeError, IntakeSettings};
 use queuebox_engine::metrics::{InboxStatus, Metrics};
-use queuebox_store::{Consumption, InboxStore, InsertOutcome, NewInboxRow, Schedule, StoreError};
+use queuebox_store::{Consumption, InsertOutcome, IntakeStore, NewInboxRow, Schedule, StoreError};
 use queuebox_store_postgres::PgStore;
 use support::{Hooked, InboxHooks, TestDb};
 use tokio::sync::Notify;

@@ -14,7 +14,7 @@ use queuebox_core::template::{Template, TemplateFields};
 use queuebox_engine::EngineError;
 use queuebox_engine::metrics::{Component, InboxStatus, Metrics};
 use queuebox_engine::relay::{Relay, RelaySettings, RelaySource};
-use queuebox_store::{Claim, ForwardedRow, InboxStore, StoreAction, StoreError};
+use queuebox_store::{Claim, ForwardedRow, RelayStore, StoreAction, StoreError};
 use queuebox_store_postgres::PgStore;
 use support::{Hooked, InboxHooks, TestDb};
 use tokio::sync::Notify;
@@ -131,7 +131,7 @@ struct Running {
 }
 
 impl Running {
-    fn start(store: Arc<dyn InboxStore>, sources: Vec<RelaySource>, s: RelaySettings) -> Self {
+    fn start(store: Arc<dyn RelayStore>, sources: Vec<RelaySource>, s: RelaySettings) -> Self {
         let metrics = Metrics::new("test");
         let outbox_wake = Arc::new(Notify::new());
         let relay = Relay::new(

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use queuebox_engine::EngineError;
 use queuebox_engine::metrics::{Metrics, Table};
 use queuebox_engine::retention::{Retention, RetentionSettings, TableRetention};
-use queuebox_store::{InboxStore, RetentionRule, StoreError};
+use queuebox_store::{RetentionRule, RetentionStore, StoreError};
 use queuebox_store_postgres::PgStore;
 use support::{Hooked, InboxHooks, TestDb};
 use tokio::task::JoinHandle;

@@ -1,4 +1,5 @@
-//! `InboxStore` on PostgreSQL (inbox.md §9, §11; operations.md §7): each method is one
+//! `IntakeStore`, `RelayStore` and `RetentionStore` on PostgreSQL (inbox.md §9, §11;
+//! operations.md §7): each method is one
 //! statement of `queries/inbox/` or `queries/retention/`, prepared once per pooled connection,
 //! except the relay claim (claim lock + claim) and the forward (outbox insert + fenced mark),
 //! which are short transactions of two. Batches travel as parallel arrays (`unnest`), as in
@@ -9,9 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use queuebox_store::{
-    StoredState,
-    Claim, ForwardedRow, InboxStore, InsertOutcome, NewInboxRow, RelayRow, RetentionRule, Schedule,
-    StoreError,
+    Claim, ForwardedRow, InsertOutcome, IntakeStore, NewInboxRow, RelayRow, RelayStore,
+    RetentionRule, RetentionStore, Schedule, StoreError, StoredState,
 };
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -146,7 +146,7 @@ impl PgStore {
 }
 
 #[async_trait]
-impl InboxStore for PgStore {
+impl IntakeStore for PgStore {
     async fn insert_batch(&self, rows: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
         const DURING: &str = "storing inbox rows";
         if rows.is_empty() {
@@ -181,7 +181,10 @@ impl InboxStore for PgStore {
             .map_err(self.pg_fail(DURING))?;
         Ok(outcomes(rows, stored))
     }
+}
 
+#[async_trait]
+impl RelayStore for PgStore {
     async fn relay_claim(
         &self,
         limit: u32,
@@ -333,7 +336,10 @@ impl InboxStore for PgStore {
             None => Ok(0.0),
         }
     }
+}
 
+#[async_trait]
+impl RetentionStore for PgStore {
     async fn retention_delete(&self, rule: RetentionRule, batch: u32) -> Result<u64, StoreError> {
         if batch == 0 {
             return Ok(0);

@@ -1,5 +1,6 @@
-//! `PgStore`: the PostgreSQL store's handle (pool, layout, rendered statements, timeouts) and its
-//! `SchemaStore` implementation (`OutboxStore` is in `outbox.rs`, `InboxStore` in `inbox.rs`).
+//! `PgStore`: the PostgreSQL store's handle (pool, layout, rendered statements, timeouts), its
+//! `SchemaStore` and umbrella `Store` implementations (`OutboxStore` is in `outbox.rs`; the
+//! intake, relay and retention parts are in `inbox.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,8 +10,8 @@ use deadpool_postgres::Pool;
 use queuebox_config::{DatabaseConfig, DatabaseTarget, PostgresTarget};
 use queuebox_core::{Secret, TableLayout};
 use queuebox_store::{
-    MigrateReport, MigrateRequest, SchemaStore, StoreAction, StoreError, evaluate_schema,
-    run_migrate,
+    MigrateReport, MigrateRequest, PoolStatus, SchemaStore, Store, StoreAction, StoreError,
+    evaluate_schema, run_migrate,
 };
 
 use crate::dialect::PgDialect;
@@ -146,5 +147,23 @@ impl SchemaStore for PgStore {
                 self.operation_timeout.as_millis()
             ))),
         }
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn pool_status(&self) -> PoolStatus {
+        let status = self.pool.status();
+        let idle = status.available as u64;
+        PoolStatus {
+            active: (status.size as u64).saturating_sub(idle),
+            idle,
+            max: status.max_size as u64,
+            pending: status.waiting as u64,
+        }
+    }
+
+    async fn close(&self) {
+        self.pool.close();
     }
 }

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use queuebox_store::{
-    Claim, Consumption, ForwardedRow, InboxStore, InsertOutcome, MigrateRequest, NewInboxRow,
-    RelayRow, RetentionRule, Schedule, SchemaStore,
+    Claim, Consumption, ForwardedRow, InsertOutcome, IntakeStore, MigrateRequest, NewInboxRow,
+    RelayRow, RelayStore, RetentionRule, RetentionStore, Schedule, SchemaStore,
 };
 use queuebox_store_postgres::PgStore;
 use support::TestDb;

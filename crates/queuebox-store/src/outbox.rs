@@ -1,6 +1,8 @@
 //! `OutboxStore`: the row statements of the outbox poller (outbox.md §5, §7, §9, §12): claim,
 //! renew, the terminal writes, release and reclaim, each fenced as OUT-41 says, and the pending
-//! gauges. Every method is one statement (or one short transaction) for the whole batch.
+//! gauges. Every method writes its whole batch atomically, in one round trip where the database
+//! allows (one statement on PostgreSQL; a short transaction where a database has no
+//! `UPDATE ... RETURNING`).
 
 use std::time::Duration;
 
@@ -79,13 +81,14 @@ pub struct PendingStats {
 pub trait OutboxStore: Send + Sync {
     /// OUT-11..17: claims at most `limit` due, eligible rows (head-of-key rule, at most one row
     /// per key, keyless rows freely) in `scheduled_at`, `sequence` order, with a lease of
-    /// `lease` from the database clock and a new token per row. One statement.
+    /// `lease` from the database clock and a new token per row. Atomic: concurrent claimers never
+    /// take the same row or two rows of one key.
     async fn claim(&self, limit: u32, lease: Duration) -> Result<Vec<ClaimedRow>, StoreError>;
 
     /// OUT-40/41: extends the lease of every claim still held; returns those renewed.
     async fn renew(&self, claims: &[Claim], lease: Duration) -> Result<Vec<Claim>, StoreError>;
 
-    /// OUT-28/31/41: the terminal writes of several rows in one statement; returns the claims
+    /// OUT-28/31/41: the terminal writes of several rows, atomically; returns the claims
     /// written.
     async fn finish(&self, writes: &[TerminalWrite]) -> Result<Vec<Claim>, StoreError>;
 
@@ -97,6 +100,6 @@ pub trait OutboxStore: Send + Sync {
     /// many.
     async fn reclaim_expired(&self) -> Result<u64, StoreError>;
 
-    /// The two pending gauges, in one query.
+    /// The two pending gauges, read together.
     async fn pending_stats(&self) -> Result<PendingStats, StoreError>;
 }

@@ -1,9 +1,15 @@
-//! `SchemaStore`: the schema side of a store (migrate, guard, readiness), which the binary
-//! calls at start and in `queuebox migrate`. The engine's row traits come with the next stage.
+//! The traits a database implements as a whole: `SchemaStore` (migrate, guard, readiness), which
+//! the binary calls at start and in `queuebox migrate`, and `Store`, the umbrella over every
+//! part, which the binary holds as one `Arc<dyn Store>` and hands each engine part as the
+//! narrow trait it needs (`Arc<dyn Store>` upcasts to `Arc<dyn OutboxStore>` and the others).
 
 use async_trait::async_trait;
 
 use crate::error::StoreError;
+use crate::intake::IntakeStore;
+use crate::outbox::OutboxStore;
+use crate::relay::RelayStore;
+use crate::retention::RetentionStore;
 use crate::versions::{MigrateReport, MigrateRequest};
 
 /// What every database store does for its schema.
@@ -20,4 +26,30 @@ pub trait SchemaStore: Send + Sync {
 
     /// A bounded round trip, for readiness.
     async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// The connection pool's state for the `queuebox_db_pool_*` gauges (MET catalogue). A store
+/// without a pool (one SQLite connection) answers its one connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStatus {
+    /// Connections lent out now.
+    pub active: u64,
+    /// Open connections waiting in the pool.
+    pub idle: u64,
+    /// `database.poolSize`.
+    pub max: u64,
+    /// Callers waiting for a connection.
+    pub pending: u64,
+}
+
+/// One database, whole: every part the engine and the binary use. A store crate implements each
+/// part trait and this one; the binary chooses the store by `database.type` in one place.
+#[async_trait]
+pub trait Store: SchemaStore + OutboxStore + IntakeStore + RelayStore + RetentionStore {
+    /// The pool gauges, read without a round trip (a scrape never queries anything, MET-6).
+    fn pool_status(&self) -> PoolStatus;
+
+    /// Closes the pool (OPS-28 phase 9): connections lent out close when given back, and every
+    /// later call fails at once.
+    async fn close(&self);
 }

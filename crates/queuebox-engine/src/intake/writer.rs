@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use queuebox_core::intake::{IntakeOutcome, StoredState};
 use queuebox_core::redact::redact;
-use queuebox_store::{Consumption, InboxStore, InsertOutcome, NewInboxRow, StoreError};
+use queuebox_store::{Consumption, InsertOutcome, IntakeStore, NewInboxRow, StoreError};
 use queuebox_telemetry::{InboxStatus, Metrics, RejectionReason};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -81,7 +81,7 @@ pub struct Stopped;
 
 /// The writer of one replica's inbox intake.
 pub struct IntakeWriter {
-    store: Arc<dyn InboxStore>,
+    store: Arc<dyn IntakeStore>,
     settings: WriterSettings,
     metrics: Metrics,
     relay_wake: Arc<Notify>,
@@ -92,7 +92,7 @@ pub struct IntakeWriter {
 impl IntakeWriter {
     /// `relay_wake` is the relay's wake-up: a stored push row ends its idle wait (RLY-14).
     pub fn new(
-        store: Arc<dyn InboxStore>,
+        store: Arc<dyn IntakeStore>,
         settings: WriterSettings,
         metrics: Metrics,
         relay_wake: Arc<Notify>,
@@ -175,7 +175,7 @@ impl IntakeWriter {
 
 /// The part of the writer that stores one batch and answers it.
 struct Writer {
-    store: Arc<dyn InboxStore>,
+    store: Arc<dyn IntakeStore>,
     metrics: Metrics,
     relay_wake: Arc<Notify>,
     failures: RepeatLog,

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use queuebox_core::redact::redact;
 use queuebox_core::template::Template;
-use queuebox_store::InboxStore;
+use queuebox_store::RelayStore;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -82,7 +82,7 @@ impl Drop for Running {
 
 /// What the claim loop and the batch both read.
 pub(crate) struct Shared {
-    store: Arc<dyn InboxStore>,
+    store: Arc<dyn RelayStore>,
     topics: HashMap<String, Template>,
     settings: RelaySettings,
     metrics: Metrics,
@@ -102,7 +102,7 @@ impl Relay {
     /// a push row); `outbox_wake` is the outbox poller's, notified after each forward commits
     /// (OUT-56).
     pub fn new(
-        store: Arc<dyn InboxStore>,
+        store: Arc<dyn RelayStore>,
         sources: Vec<RelaySource>,
         settings: RelaySettings,
         metrics: Metrics,

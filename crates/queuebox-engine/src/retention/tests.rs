@@ -4,9 +4,7 @@
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use queuebox_store::{
-    Claim, ForwardedRow, InsertOutcome, NewInboxRow, RelayRow, StoreAction, StoreError,
-};
+use queuebox_store::{StoreAction, StoreError};
 use tokio::sync::Notify;
 
 use super::*;
@@ -24,7 +22,7 @@ struct Rows {
 }
 
 #[async_trait]
-impl InboxStore for Rows {
+impl RetentionStore for Rows {
     async fn retention_delete(&self, rule: RetentionRule, batch: u32) -> Result<u64, StoreError> {
         let n = {
             let mut deletes = self.deletes.lock().unwrap();
@@ -51,35 +49,6 @@ impl InboxStore for Rows {
         let deleted = (*eligible).min(u64::from(batch));
         *eligible -= deleted;
         Ok(deleted)
-    }
-    async fn insert_batch(&self, _: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
-        unreachable!()
-    }
-    async fn relay_claim(
-        &self,
-        _: u32,
-        _: Duration,
-        _: &[String],
-    ) -> Result<Vec<RelayRow>, StoreError> {
-        unreachable!()
-    }
-    async fn relay_renew(&self, _: &[Claim], _: Duration) -> Result<Vec<Claim>, StoreError> {
-        unreachable!()
-    }
-    async fn relay_forward(&self, _: Claim, _: &ForwardedRow) -> Result<bool, StoreError> {
-        unreachable!()
-    }
-    async fn relay_dead(&self, _: Claim, _: &str) -> Result<bool, StoreError> {
-        unreachable!()
-    }
-    async fn relay_release(&self, _: &[Claim], _: Option<&str>) -> Result<Vec<Claim>, StoreError> {
-        unreachable!()
-    }
-    async fn relay_reclaim_expired(&self) -> Result<u64, StoreError> {
-        unreachable!()
-    }
-    async fn inbox_oldest_pending_age(&self) -> Result<f64, StoreError> {
-        unreachable!()
     }
 }
 

@@ -18,8 +18,8 @@ use queuebox_engine::EngineError;
 use queuebox_engine::metrics::Metrics;
 use queuebox_engine::outbox::{Destination, OutboxPoller, OutboxSettings, Route};
 use queuebox_store::{
-    Claim, ForwardedRow, InboxStore, InsertOutcome, MigrateRequest, NewInboxRow, OutboxStore,
-    RelayRow, RetentionRule, SchemaStore, StoreError,
+    Claim, ForwardedRow, InsertOutcome, IntakeStore, MigrateRequest, NewInboxRow, OutboxStore,
+    RelayRow, RelayStore, RetentionRule, RetentionStore, SchemaStore, StoreError,
 };
 use queuebox_store_postgres::PgStore;
 use tokio::sync::Notify;
@@ -629,10 +629,14 @@ pub struct Hooked<H> {
 }
 
 #[async_trait]
-impl<H: InboxHooks> InboxStore for Hooked<H> {
+impl<H: InboxHooks> IntakeStore for Hooked<H> {
     async fn insert_batch(&self, rows: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
         self.hooks.insert_batch(&self.store, rows).await
     }
+}
+
+#[async_trait]
+impl<H: InboxHooks> RelayStore for Hooked<H> {
     async fn relay_claim(
         &self,
         limit: u32,
@@ -667,6 +671,10 @@ impl<H: InboxHooks> InboxStore for Hooked<H> {
     async fn inbox_oldest_pending_age(&self) -> Result<f64, StoreError> {
         self.store.inbox_oldest_pending_age().await
     }
+}
+
+#[async_trait]
+impl<H: InboxHooks> RetentionStore for Hooked<H> {
     async fn retention_delete(&self, rule: RetentionRule, batch: u32) -> Result<u64, StoreError> {
         self.hooks.retention_delete(&self.store, rule, batch).await
     }

@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use queuebox_core::{SqlIdentifier, TableLayout};
+use queuebox_store::Store;
 use queuebox_store::conformance::{
     self as suite, ConformanceDatabase, ConformanceFactory, InboxSnapshot, NewOutboxRow,
     OutboxSnapshot,
 };
-use queuebox_store::{InboxStore, OutboxStore, SchemaStore};
 use uuid::Uuid;
 
 use crate::support::TestDb;
@@ -48,11 +48,7 @@ impl TestDb {
 
 #[async_trait]
 impl ConformanceDatabase for TestDb {
-    async fn store(&self, layout: TableLayout) -> Box<dyn SchemaStore> {
-        Box::new(self.store_with(layout).await)
-    }
-
-    async fn outbox_store(&self, layout: TableLayout) -> Box<dyn OutboxStore> {
+    async fn store(&self, layout: TableLayout) -> Box<dyn Store> {
         Box::new(self.store_with(layout).await)
     }
 
@@ -208,10 +204,6 @@ impl ConformanceDatabase for TestDb {
         );
         let n = self.admin.execute(&sql, &[&id]).await.expect("replay");
         assert_eq!(n, 1, "replayed row {id} exists");
-    }
-
-    async fn inbox_store(&self, layout: TableLayout) -> Box<dyn InboxStore> {
-        Box::new(self.store_with(layout).await)
     }
 
     async fn create_inbox_by_hand(&self, layout: &TableLayout) {

@@ -9,7 +9,8 @@ use super::inbox_support::{
     delayed, json, message, of, pulled, relay_claim_of, sources, store_all,
 };
 use super::{ConformanceFactory, InboxSnapshot, LONG_LEASE, inbox_migrated};
-use crate::inbox::{Consumption, ForwardedRow, InsertOutcome, Schedule};
+use crate::intake::{Consumption, InsertOutcome, Schedule};
+use crate::relay::ForwardedRow;
 
 /// The snapshot without its read time, for "nothing changed" comparisons.
 fn unread(mut row: InboxSnapshot) -> InboxSnapshot {

@@ -4,8 +4,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use uuid::Uuid;
 
-use crate::inbox::{Consumption, InboxStore, InsertOutcome, NewInboxRow, RelayRow, Schedule};
+use crate::intake::{Consumption, InsertOutcome, IntakeStore, NewInboxRow, Schedule};
 use crate::outbox::Claim;
+use crate::relay::RelayRow;
 
 /// A push message of `source` with this idempotency key: no aggregate, event type or
 /// correlation id, `{"n":1}` as payload, no headers, due at receipt. The id is a UUID v7, as
@@ -85,7 +86,7 @@ pub(crate) fn relay_claim_of(rows: &[RelayRow], id: Uuid) -> Claim {
 }
 
 /// Stores the rows, expecting each to be new.
-pub(crate) async fn store_all(store: &dyn InboxStore, rows: &[NewInboxRow]) {
+pub(crate) async fn store_all(store: &dyn IntakeStore, rows: &[NewInboxRow]) {
     let outcomes = store.insert_batch(rows).await.expect("insert");
     let expected: Vec<_> = rows.iter().map(|r| InsertOutcome::Stored(r.id)).collect();
     assert_eq!(outcomes, expected);

@@ -16,9 +16,7 @@ use async_trait::async_trait;
 use queuebox_core::TableLayout;
 use uuid::Uuid;
 
-use crate::inbox::InboxStore;
-use crate::outbox::OutboxStore;
-use crate::store::SchemaStore;
+use crate::store::Store;
 
 mod inbox_insert;
 mod inbox_support;
@@ -138,12 +136,9 @@ pub struct InboxSnapshot {
 /// One empty test namespace (schema, database or file) of one store.
 #[async_trait]
 pub trait ConformanceDatabase: Send + Sync {
-    /// A store on this namespace that uses these table and column names.
-    async fn store(&self, layout: TableLayout) -> Box<dyn SchemaStore>;
-
-    /// The outbox side of a store on this namespace with these names; each call opens a store
-    /// of its own (a replica), with its own connections.
-    async fn outbox_store(&self, layout: TableLayout) -> Box<dyn OutboxStore>;
+    /// A store on this namespace that uses these table and column names; each call opens a
+    /// store of its own (a replica), with its own connections.
+    async fn store(&self, layout: TableLayout) -> Box<dyn Store>;
 
     /// Test set-up only: drops a column behind QueueBox's back (default table names).
     async fn drop_column(&self, table: &str, column: &str);
@@ -164,10 +159,6 @@ pub trait ConformanceDatabase: Send + Sync {
 
     /// Test set-up only: the replay write of outbox.md OUT-50 on one row, whatever its state.
     async fn replay_outbox(&self, layout: &TableLayout, id: Uuid);
-
-    /// The inbox side of a store on this namespace with these names; each call opens a store
-    /// of its own (a replica), with its own connections.
-    async fn inbox_store(&self, layout: TableLayout) -> Box<dyn InboxStore>;
 
     /// Test set-up only: creates the inbox table with the layout's names, as an operator does
     /// for renamed names (schema.md SCH-39).
@@ -234,14 +225,14 @@ pub(crate) async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
 pub(crate) async fn migrated(
     factory: &dyn ConformanceFactory,
     name: &str,
-) -> (Box<dyn ConformanceDatabase>, Box<dyn OutboxStore>) {
+) -> (Box<dyn ConformanceDatabase>, Box<dyn Store>) {
     let db = factory.fresh(name).await;
     db.store(TableLayout::default())
         .await
         .migrate(&crate::versions::MigrateRequest::default())
         .await
         .expect("migrate");
-    let store = db.outbox_store(TableLayout::default()).await;
+    let store = db.store(TableLayout::default()).await;
     (db, store)
 }
 
@@ -249,14 +240,14 @@ pub(crate) async fn migrated(
 pub(crate) async fn inbox_migrated(
     factory: &dyn ConformanceFactory,
     name: &str,
-) -> (Box<dyn ConformanceDatabase>, Box<dyn InboxStore>) {
+) -> (Box<dyn ConformanceDatabase>, Box<dyn Store>) {
     let db = factory.fresh(name).await;
     db.store(TableLayout::default())
         .await
         .migrate(&crate::versions::MigrateRequest::default())
         .await
         .expect("migrate");
-    let store = db.inbox_store(TableLayout::default()).await;
+    let store = db.store(TableLayout::default()).await;
     (db, store)
 }
 

@@ -86,7 +86,7 @@ pub async fn out_14_concurrent_claimers_never_share_a_row_or_a_key(
         .map(|i| NewOutboxRow::new("t").key(&format!("k{}", i % KEYS)))
         .collect();
     db.insert_outbox(&layout, &rows).await;
-    let second = db.outbox_store(layout.clone()).await;
+    let second = db.store(layout.clone()).await;
     let stores: [&dyn OutboxStore; 2] = [&*first, &*second];
 
     let ledger = Mutex::new(Ledger::default());
@@ -178,7 +178,7 @@ pub async fn sch_38_outbox_statements_use_mapped_names(factory: &dyn Conformance
     let c = NewOutboxRow::new("t");
     db.insert_outbox(&layout, &[a.clone(), b.clone(), c.clone()])
         .await;
-    let store = db.outbox_store(layout.clone()).await;
+    let store = db.store(layout.clone()).await;
 
     let first = store.claim(10, LONG_LEASE).await.expect("claim");
     assert_eq!(ids_of(&first), vec![a.id, c.id]);

@@ -9,7 +9,7 @@ use super::inbox_support::{
     delayed, json, message, of, published_ago, pulled, relay_ids, sources, store_all,
 };
 use super::{ConformanceFactory, LONG_LEASE, inbox_migrated};
-use crate::inbox::ForwardedRow;
+use crate::relay::ForwardedRow;
 
 /// RLY-2: only push rows, only pending and due ones, only of the listed sources.
 pub async fn rly_2_claim_takes_due_push_rows_of_listed_sources(factory: &dyn ConformanceFactory) {

@@ -10,7 +10,10 @@ use uuid::Uuid;
 
 use super::inbox_support::{json, message, of, relay_ids, sources, store_all};
 use super::{ConformanceFactory, LONG_LEASE, inbox_migrated, join_all};
-use crate::inbox::{ForwardedRow, InboxStore, InsertOutcome, RetentionRule};
+use crate::intake::InsertOutcome;
+use crate::relay::ForwardedRow;
+use crate::retention::RetentionRule;
+use crate::store::Store;
 
 /// What the concurrent relays saw, shared between them.
 #[derive(Default)]
@@ -41,7 +44,7 @@ fn forward_of(aggregate: &str) -> ForwardedRow {
 /// One relay: claim a few rows, record them, forward each, until every row is forwarded. The
 /// aggregate leaves `in_flight` before its forward starts, so its next row can only be
 /// claimed (after that forward commits) once the ledger no longer holds the aggregate.
-async fn relay(store: &dyn InboxStore, ledger: &Mutex<Ledger>, total: usize) {
+async fn relay(store: &dyn Store, ledger: &Mutex<Ledger>, total: usize) {
     let listed = sources(&["s"]);
     loop {
         if ledger.lock().expect("ledger").forwarded >= total {
@@ -103,8 +106,8 @@ pub async fn rly_3_concurrent_relay_claims_never_share_a_row_or_an_aggregate(
         })
         .collect();
     store_all(&*first, &rows).await;
-    let second = db.inbox_store(layout.clone()).await;
-    let stores: [&dyn InboxStore; 2] = [&*first, &*second];
+    let second = db.store(layout.clone()).await;
+    let stores: [&dyn Store; 2] = [&*first, &*second];
 
     let ledger = Mutex::new(Ledger::default());
     let relays = (0..8)
@@ -147,7 +150,7 @@ pub async fn sch_38_inbox_statements_use_mapped_names(factory: &dyn ConformanceF
     assert!(layout.outbox.set("key", id("partition_key")));
     db.create_outbox_by_hand(&layout).await;
     db.create_inbox_by_hand(&layout).await;
-    let store = db.inbox_store(layout.clone()).await;
+    let store = db.store(layout.clone()).await;
 
     let a = of(message("s", "a"), "agg");
     let repeat = message("s", "a");

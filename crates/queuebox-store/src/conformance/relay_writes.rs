@@ -9,15 +9,12 @@ use uuid::Uuid;
 
 use super::inbox_support::{delayed, json, message, of, published_ago, pulled, sources};
 use super::{ConformanceFactory, InboxSnapshot, LONG_LEASE, inbox_migrated};
-use crate::inbox::{ForwardedRow, InboxStore, RelayRow};
 use crate::outbox::Claim;
+use crate::relay::{ForwardedRow, RelayRow};
+use crate::store::Store;
 
 /// Stores `n` push rows of source `s` (each its own aggregate) and claims them with `lease`.
-pub(crate) async fn relay_claimed(
-    store: &dyn InboxStore,
-    n: usize,
-    lease: Duration,
-) -> Vec<RelayRow> {
+pub(crate) async fn relay_claimed(store: &dyn Store, n: usize, lease: Duration) -> Vec<RelayRow> {
     let rows: Vec<_> = (0..n)
         .map(|i| {
             published_ago(
@@ -380,6 +377,6 @@ pub async fn rly_16_oldest_pending_age(factory: &dyn ConformanceFactory) {
     db.cleanup().await;
 }
 
-async fn age(store: &dyn InboxStore) -> f64 {
+async fn age(store: &dyn Store) -> f64 {
     store.inbox_oldest_pending_age().await.expect("gauge")
 }

@@ -10,8 +10,11 @@ use uuid::Uuid;
 use super::inbox_support::{delayed, message, of, pulled, relay_claim_of, sources, store_all};
 use super::outbox_claim::claim_of;
 use super::{ConformanceDatabase, ConformanceFactory, LONG_LEASE, NewOutboxRow, inbox_migrated};
-use crate::inbox::{ForwardedRow, InboxStore, InsertOutcome, RetentionRule};
+use crate::intake::InsertOutcome;
 use crate::outbox::TerminalWrite;
+use crate::relay::ForwardedRow;
+use crate::retention::RetentionRule;
+use crate::store::Store;
 
 const MINUTE_MS: i64 = 60_000;
 const HOUR: Duration = Duration::from_secs(3_600);
@@ -29,7 +32,7 @@ enum End {
 /// then moves its times `minutes` into the past. Returns the ids in entry order.
 async fn outbox_rows(db: &dyn ConformanceDatabase, rows: &[(End, i64)]) -> Vec<Uuid> {
     let layout = TableLayout::default();
-    let outbox = db.outbox_store(layout.clone()).await;
+    let outbox = db.store(layout.clone()).await;
     let new: Vec<_> = rows.iter().map(|_| NewOutboxRow::new("t")).collect();
     db.insert_outbox(&layout, &new).await;
     let claimed = outbox
@@ -66,7 +69,7 @@ async fn outbox_rows(db: &dyn ConformanceDatabase, rows: &[(End, i64)]) -> Vec<U
     new.iter().map(|r| r.id).collect()
 }
 
-async fn delete(store: &dyn InboxStore, rule: RetentionRule, batch: u32) -> u64 {
+async fn delete(store: &dyn Store, rule: RetentionRule, batch: u32) -> u64 {
     store
         .retention_delete(rule, batch)
         .await
@@ -145,7 +148,7 @@ pub async fn ret_5_outbox_count_keeps_the_newest_per_state(factory: &dyn Conform
 }
 
 /// Forwards the claimed row of `id`.
-async fn forward(store: &dyn InboxStore, claimed: &[crate::inbox::RelayRow], id: Uuid) {
+async fn forward(store: &dyn Store, claimed: &[crate::relay::RelayRow], id: Uuid) {
     let row = ForwardedRow {
         id: Uuid::new_v4(),
         topic: "t".into(),

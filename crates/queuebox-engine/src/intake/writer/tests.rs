@@ -6,9 +6,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use queuebox_store::{
-    Claim, ForwardedRow, RelayRow, RetentionRule, Schedule, StoreAction, StoreError,
-};
+use queuebox_store::{Schedule, StoreAction, StoreError};
 use uuid::Uuid;
 
 use super::*;
@@ -24,7 +22,7 @@ struct Memory {
 }
 
 #[async_trait]
-impl InboxStore for Memory {
+impl IntakeStore for Memory {
     async fn insert_batch(&self, rows: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
         self.batches.lock().unwrap().push(rows.len());
         let wait = {
@@ -54,35 +52,6 @@ impl InboxStore for Memory {
                 }
             })
             .collect())
-    }
-    async fn relay_claim(
-        &self,
-        _: u32,
-        _: Duration,
-        _: &[String],
-    ) -> Result<Vec<RelayRow>, StoreError> {
-        unreachable!()
-    }
-    async fn relay_renew(&self, _: &[Claim], _: Duration) -> Result<Vec<Claim>, StoreError> {
-        unreachable!()
-    }
-    async fn relay_forward(&self, _: Claim, _: &ForwardedRow) -> Result<bool, StoreError> {
-        unreachable!()
-    }
-    async fn relay_dead(&self, _: Claim, _: &str) -> Result<bool, StoreError> {
-        unreachable!()
-    }
-    async fn relay_release(&self, _: &[Claim], _: Option<&str>) -> Result<Vec<Claim>, StoreError> {
-        unreachable!()
-    }
-    async fn relay_reclaim_expired(&self) -> Result<u64, StoreError> {
-        unreachable!()
-    }
-    async fn inbox_oldest_pending_age(&self) -> Result<f64, StoreError> {
-        unreachable!()
-    }
-    async fn retention_delete(&self, _: RetentionRule, _: u32) -> Result<u64, StoreError> {
-        unreachable!()
     }
 }
 
