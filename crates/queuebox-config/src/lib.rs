@@ -26,6 +26,7 @@ mod placeholder;
 mod read;
 mod rules;
 mod schema;
+mod source_rules;
 mod suggest;
 mod values;
 

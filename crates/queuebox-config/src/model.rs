@@ -2,7 +2,6 @@
 //! §8, §10, §11, §12.7, §13, §14), and the value types they share.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
 
 use queuebox_core::Secret;
@@ -224,43 +223,15 @@ pub struct LogConfig {
     pub level: LogLevel,
 }
 
-/// A header name: an RFC 9110 token, spelled as configured and compared without regard to
-/// letter case.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct HeaderName(String);
+pub use queuebox_core::HeaderName;
 
-impl HeaderName {
-    /// Validates a token; the error is the message of the configuration line.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        if text.trim().is_empty() {
-            return Err("must not be blank".to_owned());
-        }
-        let tchar = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
-        if !text.chars().all(tchar) {
-            return Err(format!(
-                "must be a header name (letters, digits and !#$%&'*+-.^_`|~), got {}",
-                crate::diag::quote(text)
-            ));
-        }
-        Ok(Self(text.to_owned()))
-    }
-
-    /// For the built-in defaults, which are valid tokens.
-    pub(crate) fn known(text: &'static str) -> Self {
-        Self(text.to_owned())
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    pub fn eq_ignore_case(&self, other: &str) -> bool {
-        self.0.eq_ignore_ascii_case(other)
-    }
-}
-
-impl fmt::Display for HeaderName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
+/// [`HeaderName::parse`] with the message of the configuration line.
+pub(crate) fn parse_header_name(text: &str) -> Result<HeaderName, String> {
+    HeaderName::parse(text).map_err(|err| match err {
+        queuebox_core::headers::InvalidHeaderName::Blank => "must not be blank".to_owned(),
+        queuebox_core::headers::InvalidHeaderName::NotAToken => format!(
+            "must be a header name (letters, digits and !#$%&'*+-.^_`|~), got {}",
+            crate::diag::quote(text)
+        ),
+    })
 }

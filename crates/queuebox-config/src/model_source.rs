@@ -2,29 +2,14 @@
 
 use std::time::Duration;
 
+pub use queuebox_core::filter::{Filter, FilterRule, FilterTest};
+pub use queuebox_core::inbox::Consumption;
 use queuebox_core::Secret;
-use queuebox_core::glob::TopicGlob;
 use queuebox_core::jsonpath::JsonPath;
 use queuebox_core::template::Template;
 
 use crate::model::{HeaderName, InboundAuth, TransformConfig};
 use crate::model_destination::{KafkaSecurity, NatsCredentials};
-
-/// `consumption` (CFG-65).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Consumption {
-    Push,
-    Pull,
-}
-
-impl Consumption {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Push => "push",
-            Self::Pull => "pull",
-        }
-    }
-}
 
 /// `sources.<name>` (CFG-65): the keys every kind accepts, and the kind with its own keys.
 #[derive(Clone, Debug)]
@@ -149,29 +134,6 @@ pub struct NatsSource {
     pub batch_size: u32,
     pub credentials: NatsCredentials,
     pub broker: BrokerAttributes,
-}
-
-/// `filter` (CFG-78, CFG-79): a message passes when it matches every `require` rule and no
-/// `exclude` rule.
-#[derive(Clone, Debug, Default)]
-pub struct Filter {
-    pub require: Vec<FilterRule>,
-    pub exclude: Vec<FilterRule>,
-}
-
-#[derive(Clone, Debug)]
-pub struct FilterRule {
-    pub header: HeaderName,
-    pub test: FilterTest,
-}
-
-/// Exactly one test per rule (CFG-78).
-#[derive(Clone, Debug)]
-pub enum FilterTest {
-    Equals(String),
-    In(Vec<String>),
-    Matches(TopicGlob),
-    Exists,
 }
 
 /// `rateLimit` (CFG-72).

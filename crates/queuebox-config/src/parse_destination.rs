@@ -142,7 +142,7 @@ fn read_headers(cx: &mut Cx<'_>, s: &mut Sec<'_>, http: bool) -> Vec<(HeaderName
     let mut out: Vec<(HeaderName, Secret)> = Vec::new();
     for (key, value) in map.all() {
         let p = join(&path, key);
-        let name = match HeaderName::parse(key) {
+        let name = match crate::model::parse_header_name(key) {
             Ok(name) => name,
             Err(message) => {
                 cx.error_at(&p, value, message);

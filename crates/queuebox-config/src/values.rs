@@ -238,7 +238,7 @@ pub(crate) fn required_secret(cx: &mut Cx<'_>, path: &str, node: &Node) -> Optio
 /// An RFC 9110 token.
 pub(crate) fn header_name(cx: &mut Cx<'_>, path: &str, node: &Node) -> Option<HeaderName> {
     let text = string(cx, path, node)?;
-    match HeaderName::parse(&text) {
+    match crate::model::parse_header_name(&text) {
         Ok(name) => Some(name),
         Err(message) => {
             cx.error_at(path, node, message);

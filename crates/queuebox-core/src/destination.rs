@@ -107,3 +107,12 @@ pub trait Destination: Send + Sync {
     /// its connections. Publishing after `close` is a defect of the caller.
     async fn close(&self);
 }
+
+impl fmt::Debug for dyn Destination {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Destination")
+            .field("name", &self.name())
+            .field("kind", &self.kind())
+            .finish_non_exhaustive()
+    }
+}

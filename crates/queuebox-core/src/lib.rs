@@ -7,6 +7,7 @@ pub mod destination;
 pub mod filter;
 pub mod glob;
 pub mod headers;
+pub mod inbox;
 pub mod intake;
 pub mod jsonpath;
 pub mod layout;

@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use queuebox_engine::metrics::{Metrics, Table};
+use queuebox_telemetry::{Metrics, Table};
 use queuebox_engine::retention::{Retention, RetentionSettings, TableRetention};
 use queuebox_store::RetentionRule;
 use support::TestDb;

@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use queuebox_engine::intake::{Intake, IntakeError, IntakeSettings};
-use queuebox_engine::metrics::{InboxStatus, Metrics};
+use queuebox_core::intake::{IntakeOutcome, StoredState};
+use queuebox_engine::intake::writer::{IntakeWriter, WriterHandle, WriterSettings};
+use queuebox_telemetry::{InboxStatus, Metrics};
 use queuebox_store::{Consumption, InsertOutcome, IntakeStore, NewInboxRow, Schedule, StoreError};
 use queuebox_store_postgres::PgStore;
 use support::{Hooked, InboxHooks, TestDb};
@@ -71,7 +72,7 @@ async fn rows_with_id(db: &TestDb, id: Uuid) -> i64 {
 }
 
 struct Started {
-    intake: queuebox_engine::intake::IntakeHandle,
+    intake: WriterHandle,
     store: Arc<Hooked<Counting>>,
     metrics: Metrics,
     relay_wake: Arc<Notify>,
@@ -94,9 +95,9 @@ async fn start_holding_first(db: &TestDb, hold_first: Duration) -> Started {
     });
     let metrics = Metrics::new("test");
     let relay_wake = Arc::new(Notify::new());
-    let intake = Intake::new(
+    let intake = IntakeWriter::new(
         Arc::clone(&store) as _,
-        IntakeSettings {
+        WriterSettings {
             max_batch: 256,
             queue: 1024,
         },
@@ -127,8 +128,14 @@ async fn fifty_concurrent_rows_share_few_transactions_and_each_is_answered_after
             tokio::spawn(async move {
                 let row = row(&format!("evt-{i}"));
                 let id = row.id;
-                let outcome = intake.store(row).await.expect("stored");
-                assert_eq!(outcome, InsertOutcome::Stored(id));
+                let outcome = intake.store(row).await;
+                assert_eq!(
+                    outcome,
+                    IntakeOutcome::New {
+                        id,
+                        state: StoredState::Pending
+                    }
+                );
                 // Read through another connection at once: the answer came after the commit.
                 assert_eq!(rows_with_id(&db, id).await, 1, "row {i} is visible");
             })
@@ -158,15 +165,15 @@ async fn inb_50_repeats_in_one_batch_and_later_are_duplicates_and_store_one_row(
         s.intake.store(row("same")),
         s.intake.store(row("other")),
     );
-    let outcomes = [a.unwrap(), b.unwrap(), c.unwrap()];
+    let outcomes = [a, b, c];
     let duplicates = outcomes
         .iter()
-        .filter(|o| **o == InsertOutcome::Duplicate)
+        .filter(|o| **o == IntakeOutcome::Duplicate)
         .count();
     assert_eq!(duplicates, 1, "{outcomes:?}");
     let later = row("same");
     let later_id = later.id;
-    assert_eq!(s.intake.store(later).await, Ok(InsertOutcome::Duplicate));
+    assert_eq!(s.intake.store(later).await, IntakeOutcome::Duplicate);
     assert_eq!(rows_with_id(&db, later_id).await, 0);
     let stored: i64 = db
         .admin
@@ -184,7 +191,7 @@ async fn inb_50_repeats_in_one_batch_and_later_are_duplicates_and_store_one_row(
     s.task.await.unwrap().unwrap();
     assert_eq!(
         s.intake.store(row("after-stop")).await,
-        Err(IntakeError::ShuttingDown)
+        IntakeOutcome::ShuttingDown
     );
     db.drop().await;
 }
@@ -214,12 +221,12 @@ async fn a_row_the_database_refuses_fails_alone_and_its_batch_is_stored() {
             tokio::spawn(async move { (key, intake.store(r).await) })
         })
         .collect();
-    assert!(matches!(first.await.unwrap(), Ok(InsertOutcome::Stored(_))));
+    assert!(matches!(first.await.unwrap(), IntakeOutcome::New { .. }));
     for call in calls {
         let (key, outcome) = call.await.unwrap();
         if key == "poison" {
             match outcome {
-                Err(IntakeError::StorageFailed { reason }) => {
+                IntakeOutcome::StorageFailed { reason } => {
                     assert!(
                         reason.contains("storing inbox rows")
                             && reason.contains("unsupported Unicode escape sequence"),
@@ -230,7 +237,7 @@ async fn a_row_the_database_refuses_fails_alone_and_its_batch_is_stored() {
             }
         } else {
             assert!(
-                matches!(outcome, Ok(InsertOutcome::Stored(_))),
+                matches!(outcome, IntakeOutcome::New { .. }),
                 "{key}: {outcome:?}"
             );
         }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use queuebox_core::template::{Template, TemplateFields};
 use queuebox_engine::EngineError;
-use queuebox_engine::metrics::{Component, InboxStatus, Metrics};
+use queuebox_telemetry::{Component, InboxStatus, Metrics};
 use queuebox_engine::relay::{Relay, RelaySettings, RelaySource};
 use queuebox_store::{Claim, ForwardedRow, RelayStore, StoreAction, StoreError};
 use queuebox_store_postgres::PgStore;

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use queuebox_core::delivery::Outcome;
-use queuebox_engine::metrics::{Component, DestinationType, OutboxStatus, PublishOutcome};
+use queuebox_core::destination::Outcome;
+use queuebox_telemetry::{Component, DestinationType, OutboxStatus, PublishOutcome};
 use support::{NewRow, Plan, Recorder, Running, TestDb, routes, settings};
 
 const LIMIT: Duration = Duration::from_secs(8);

@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use queuebox_core::delivery::{Outcome, OutgoingMessage, Publisher};
+use queuebox_core::{Destination, DestinationType, Outcome, OutgoingMessage, ReadinessComponent};
 use queuebox_core::glob::TopicGlob;
 use queuebox_core::redact::redact;
-use queuebox_engine::metrics::{Component, DestinationType, OutboxStatus, PublishOutcome};
-use queuebox_engine::outbox::{Destination, Route};
+use queuebox_telemetry::{Component, OutboxStatus, PublishOutcome};
+use queuebox_engine::outbox::Route;
 use queuebox_store::{Claim, ClaimedRow, OutboxStore, PendingStats, StoreError, TerminalWrite};
 use queuebox_store_postgres::PgStore;
 use support::{
@@ -53,28 +53,27 @@ async fn insert_minimal(db: &TestDb, topic: &str) -> Uuid {
         .get(0)
 }
 
-/// One route `**` to a destination of this name.
-fn catch_all(name: &str, publisher: Arc<dyn Publisher>) -> Vec<Route> {
+/// One route `**` to the destination.
+fn catch_all(destination: Arc<dyn Destination>) -> Vec<Route> {
     vec![Route {
         pattern: TopicGlob::parse("**").unwrap(),
-        destination: Arc::new(Destination {
-            name: name.into(),
-            publisher,
-        }),
+        destination,
     }]
 }
 
-/// A publisher that records when each publish started and ended (host clock), waits `delay`,
+/// A destination that records when each publish started and ended (host clock), waits `delay`,
 /// and fails every message whose topic starts with `bad`.
 struct Timed {
-    kind: &'static str,
+    name: &'static str,
+    kind: DestinationType,
     delay: Duration,
     spans: Mutex<Vec<(Uuid, SystemTime, Option<SystemTime>)>>,
 }
 
 impl Timed {
-    fn new(kind: &'static str, delay: Duration) -> Arc<Self> {
+    fn new(name: &'static str, kind: DestinationType, delay: Duration) -> Arc<Self> {
         Arc::new(Self {
+            name,
             kind,
             delay,
             spans: Mutex::new(Vec::new()),
@@ -87,10 +86,20 @@ impl Timed {
 }
 
 #[async_trait]
-impl Publisher for Timed {
-    fn kind(&self) -> &'static str {
+impl Destination for Timed {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn kind(&self) -> DestinationType {
         self.kind
     }
+
+    fn readiness(&self) -> Vec<ReadinessComponent> {
+        Vec::new()
+    }
+
+    async fn close(&self) {}
 
     async fn publish(&self, message: &OutgoingMessage) -> Outcome {
         let n = {
@@ -163,10 +172,10 @@ impl OutboxStore for Counting {
 async fn out_20_publish_first_then_mark_sent() {
     let db = TestDb::new("out20").await;
     let id = insert_minimal(&db, "order.created").await;
-    let publisher = Timed::new("log", Duration::from_millis(700));
+    let publisher = Timed::new("slow", DestinationType::Log, Duration::from_millis(700));
     let poller = Running::start(
         Arc::new(db.store().await),
-        catch_all("slow", Arc::clone(&publisher) as _),
+        catch_all(Arc::clone(&publisher) as _),
         settings(),
     );
     let started = Instant::now();
@@ -901,10 +910,10 @@ async fn dst_6_each_publish_records_duration_by_type_and_outcome_by_destination(
             bad,
         ])
         .await;
-    let publisher = Timed::new("http", Duration::from_millis(120));
+    let publisher = Timed::new("billing", DestinationType::Http, Duration::from_millis(120));
     let poller = Running::start(
         Arc::new(db.store().await),
-        catch_all("billing", Arc::clone(&publisher) as _),
+        catch_all(Arc::clone(&publisher) as _),
         settings(),
     );
     db.wait_for_state(&ids[..2], "sent", LIMIT).await;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use queuebox_engine::metrics::{Component, OutboxStatus};
+use queuebox_telemetry::{Component, OutboxStatus};
 use support::{
     Faulty, NewRow, Recorder, Running, TestDb, capture_logs, lines_about, routes, settings,
 };

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use queuebox_engine::EngineError;
-use queuebox_engine::metrics::{Metrics, Table};
+use queuebox_telemetry::{Metrics, Table};
 use queuebox_engine::retention::{Retention, RetentionSettings, TableRetention};
 use queuebox_store::{RetentionRule, RetentionStore, StoreError};
 use queuebox_store_postgres::PgStore;

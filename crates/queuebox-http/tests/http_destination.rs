@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use queuebox_core::Secret;
-use queuebox_core::delivery::{Outcome, Publisher};
+use queuebox_core::{Destination, DestinationType, Outcome};
 use queuebox_http::destination::{
-    DestinationError, HttpAuth, HttpDestinationSettings, HttpPublisher, SharedHttp,
+    DestinationError, HttpAuth, HttpDestinationSettings, HttpDestination, SharedHttp,
 };
 use support::{Receiver, Reply, message};
 use url::Url;
@@ -26,8 +26,8 @@ fn settings(base_url: Url) -> HttpDestinationSettings {
     }
 }
 
-fn publisher(settings: HttpDestinationSettings) -> HttpPublisher {
-    HttpPublisher::new(settings, &SharedHttp::new()).unwrap()
+fn publisher(settings: HttpDestinationSettings) -> HttpDestination {
+    HttpDestination::new(settings, &SharedHttp::new(queuebox_telemetry::Metrics::new("test"))).unwrap()
 }
 
 fn failure(outcome: &Outcome) -> (&str, Option<Duration>) {
@@ -49,7 +49,7 @@ async fn dst_25_200_and_202_are_delivered() {
         let (outcome, seen) = publisher.publish_detailed(&message("{}")).await;
         assert_eq!(outcome, Outcome::Delivered, "{status}");
         assert_eq!(seen, Some(status));
-        assert_eq!(publisher.kind(), "http");
+        assert_eq!(publisher.kind(), DestinationType::Http);
     }
 }
 
@@ -436,7 +436,7 @@ async fn dst_8_31_start_errors_name_the_key_and_never_the_secret() {
     let with = |f: &dyn Fn(&mut HttpDestinationSettings)| {
         let mut s = settings(base.clone());
         f(&mut s);
-        let err = HttpPublisher::new(s, &SharedHttp::new())
+        let err = HttpDestination::new(s, &SharedHttp::new(queuebox_telemetry::Metrics::new("test")))
             .err()
             .expect("start must fail");
         assert!(!err.to_string().contains("hunter2"), "{err}");
@@ -562,11 +562,11 @@ async fn dst_30_one_token_request_for_many_publishes() {
 async fn dst_30_destinations_with_the_same_four_values_share_one_token() {
     let (tokens, count) = token_server(3600).await;
     let receiver = Receiver::answering(200).await;
-    let shared = SharedHttp::new();
+    let shared = SharedHttp::new(queuebox_telemetry::Metrics::new("test"));
     let first =
-        HttpPublisher::new(oauth2(receiver.url("/a"), tokens.url("/token")), &shared).unwrap();
+        HttpDestination::new(oauth2(receiver.url("/a"), tokens.url("/token")), &shared).unwrap();
     let second =
-        HttpPublisher::new(oauth2(receiver.url("/b"), tokens.url("/token")), &shared).unwrap();
+        HttpDestination::new(oauth2(receiver.url("/b"), tokens.url("/token")), &shared).unwrap();
     assert_eq!(first.publish(&message("{}")).await, Outcome::Delivered);
     assert_eq!(second.publish(&message("{}")).await, Outcome::Delivered);
     assert_eq!(count.load(Ordering::SeqCst), 1);

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use queuebox_core::Secret;
-use queuebox_core::delivery::{Outcome, Publisher};
-use queuebox_http::destination::{DestinationError, LogDestinationSettings, LogPublisher};
+use queuebox_core::{Destination, DestinationType, Outcome};
+use queuebox_http::destination::{DestinationError, LogDestinationSettings, LogDestination};
 use support::message;
 
 /// A fresh directory per test, so tests run in parallel; removed when the test ends.
@@ -60,8 +60,8 @@ fn split_delivered_at(line: &str) -> (&str, &str) {
 async fn dst_50_one_json_line_with_the_members_in_order() {
     let dir = temp_dir("order");
     let path = dir.join("deliveries.jsonl");
-    let publisher = LogPublisher::open(settings(Some(path.clone()))).unwrap();
-    assert_eq!(publisher.kind(), "log");
+    let publisher = LogDestination::open(settings(Some(path.clone()))).unwrap();
+    assert_eq!(publisher.kind(), DestinationType::Log);
     let mut msg = message("{\n  \"id\": \"o-42\",\n  \"a\": [1, 2]\n}");
     msg.aggregate_type = None;
     msg.attempt = 2;
@@ -100,7 +100,7 @@ async fn dst_50_headers_follow_precedence_and_key_null_when_empty() {
         ("X-Static".to_owned(), Secret::new("s")),
         ("x-tenant".to_owned(), Secret::new("static")),
     ];
-    let publisher = LogPublisher::open(settings).unwrap();
+    let publisher = LogDestination::open(settings).unwrap();
     let mut msg = message("[1]");
     msg.key = Some(String::new());
     msg.headers = vec![
@@ -129,11 +129,11 @@ async fn dst_52_the_file_is_appended_to_never_truncated() {
     let dir = temp_dir("append");
     let path = dir.join("out.jsonl");
     std::fs::write(&path, "earlier line\n").unwrap();
-    let publisher = LogPublisher::open(settings(Some(path.clone()))).unwrap();
+    let publisher = LogDestination::open(settings(Some(path.clone()))).unwrap();
     publisher.publish(&message("{}")).await;
     publisher.publish(&message("{}")).await;
     drop(publisher);
-    let again = LogPublisher::open(settings(Some(path.clone()))).unwrap();
+    let again = LogDestination::open(settings(Some(path.clone()))).unwrap();
     again.publish(&message("{}")).await;
     let lines = lines(&path);
     assert_eq!(lines.len(), 4);
@@ -144,7 +144,7 @@ async fn dst_52_the_file_is_appended_to_never_truncated() {
 async fn dst_52_a_missing_parent_directory_stops_the_start() {
     let dir = temp_dir("missing");
     let path = dir.join("no-such-dir").join("out.jsonl");
-    let err = LogPublisher::open(settings(Some(path)))
+    let err = LogDestination::open(settings(Some(path)))
         .err()
         .expect("start must fail");
     assert!(matches!(err, DestinationError::LogFile { .. }));
@@ -158,7 +158,7 @@ async fn dst_52_a_missing_parent_directory_stops_the_start() {
 #[tokio::test]
 async fn dst_53_a_failed_write_fails_the_delivery() {
     // /dev/full accepts the open and refuses every write with ENOSPC.
-    let publisher = LogPublisher::open(settings(Some(PathBuf::from("/dev/full")))).unwrap();
+    let publisher = LogDestination::open(settings(Some(PathBuf::from("/dev/full")))).unwrap();
     let outcome = publisher.publish(&message("{}")).await;
     match outcome {
         Outcome::Failed {
@@ -179,7 +179,7 @@ async fn dst_53_a_failed_write_fails_the_delivery() {
 async fn dst_51_lines_of_concurrent_deliveries_never_interleave() {
     let dir = temp_dir("concurrent");
     let path = dir.join("out.jsonl");
-    let publisher = Arc::new(LogPublisher::open(settings(Some(path.clone()))).unwrap());
+    let publisher = Arc::new(LogDestination::open(settings(Some(path.clone()))).unwrap());
     let big = format!("{{\"blob\":\"{}\"}}", "x".repeat(20_000));
     let tasks: Vec<_> = (0..40)
         .map(|_| {
@@ -201,7 +201,7 @@ async fn dst_51_lines_of_concurrent_deliveries_never_interleave() {
 
 #[tokio::test]
 async fn dst_50_standard_output_is_the_default() {
-    let publisher = LogPublisher::open(settings(None)).unwrap();
+    let publisher = LogDestination::open(settings(None)).unwrap();
     assert_eq!(
         publisher.publish(&message("{\"to\":\"stdout\"}")).await,
         Outcome::Delivered
@@ -212,7 +212,7 @@ async fn dst_50_standard_output_is_the_default() {
 async fn dst_8_a_reserved_static_header_stops_the_start() {
     let mut settings = settings(None);
     settings.static_headers = vec![("X-Attempt".to_owned(), Secret::new("9"))];
-    let err = LogPublisher::open(settings).err().expect("start must fail");
+    let err = LogDestination::open(settings).err().expect("start must fail");
     assert!(
         matches!(err, DestinationError::ReservedHeader { .. }),
         "{err}"

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::routing::{get as on_get, post};
-use queuebox_http::server::{ComponentDown, ReadinessComponent};
+use queuebox_core::{ComponentDown, ReadinessComponent};
 use server_support::*;
 
 fn up(name: &str) -> ReadinessComponent {

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::routing::get as on_get;
-use queuebox_http::server::{ComponentDown, DrainOutcome, ReadinessComponent, start};
+use queuebox_core::{ComponentDown, ReadinessComponent};
+use queuebox_http::server::{DrainOutcome, start};
 use server_support::*;
 use tokio::sync::Notify;
 

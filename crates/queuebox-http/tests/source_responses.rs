@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use queuebox_config::{FilterRule, FilterTest, InboundAuth, RateLimit};
 use queuebox_core::Secret;
-use queuebox_engine::metrics::RejectionReason;
+use queuebox_telemetry::RejectionReason;
 use source_support::*;
 
 const ID: &str = r#"{"id":"m-1"}"#;

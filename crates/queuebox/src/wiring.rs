@@ -11,7 +11,7 @@ use queuebox_config::{
     DestinationKind, SourceKind,
 };
 use queuebox_core::Secret;
-use queuebox_core::delivery::{Outcome, OutgoingMessage, Publisher};
+use queuebox_core::destination::{Outcome, OutgoingMessage, Publisher};
 use queuebox_core::retry::RetryPolicy;
 use queuebox_engine::metrics::Metrics;
 use queuebox_engine::outbox::{Destination, OutboxSettings, Route};

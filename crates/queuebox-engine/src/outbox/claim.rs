@@ -116,7 +116,7 @@ fn start(shared: &Shared, outlets: &Outlets, row: ClaimedRow) {
             log,
         } => {
             let log = Arc::new(log);
-            let handles = shared.handles(&destination);
+            let handles = shared.handles(destination.as_ref());
             let entry = Entry {
                 stage: Stage::Queued,
                 token: token.clone(),

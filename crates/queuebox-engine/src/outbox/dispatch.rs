@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use queuebox_core::delivery::{Outcome, OutgoingMessage};
+use queuebox_core::{Destination, Outcome, OutgoingMessage};
 use queuebox_store::Claim;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::{Id, JoinError, JoinSet};
@@ -15,7 +15,6 @@ use tracing::Level;
 
 use super::Shared;
 use super::held::Stage;
-use super::route::Destination;
 use super::row::{RowLog, jitter, row_event, terminal_write};
 use super::writer::Completion;
 use queuebox_telemetry::{CounterHandle, DestinationType, GaugeHandle, Metrics, PublishOutcome};
@@ -26,23 +25,17 @@ pub struct DestHandles {
     success: CounterHandle,
     failure: CounterHandle,
     depth: GaugeHandle,
-    /// `None` for a publisher kind outside the catalogue's label set (a test destination).
-    kind: Option<DestinationType>,
+    kind: DestinationType,
 }
 
 impl DestHandles {
-    pub fn new(metrics: &Metrics, destination: &Destination) -> Self {
-        let kind = destination.publisher.kind();
+    pub fn new(metrics: &Metrics, destination: &dyn Destination) -> Self {
+        let name = destination.name();
         Self {
-            success: metrics
-                .destination_messages_handle(&destination.name, PublishOutcome::Success),
-            failure: metrics
-                .destination_messages_handle(&destination.name, PublishOutcome::Failure),
-            depth: metrics.queue_depth(&destination.name),
-            kind: DestinationType::ALL
-                .iter()
-                .copied()
-                .find(|t| t.as_str() == kind),
+            success: metrics.destination_messages_handle(name, PublishOutcome::Success),
+            failure: metrics.destination_messages_handle(name, PublishOutcome::Failure),
+            depth: metrics.queue_depth(name),
+            kind: destination.kind(),
         }
     }
 
@@ -72,7 +65,7 @@ impl Drop for DepthGuard {
 pub struct Job {
     pub claim: Claim,
     pub message: OutgoingMessage,
-    pub destination: Arc<Destination>,
+    pub destination: Arc<dyn Destination>,
     pub handles: DestHandles,
     pub max_attempts: i32,
     pub log: Arc<RowLog>,
@@ -164,17 +157,15 @@ async fn publish(
         biased;
         // Lost claim or abandon: the outcome is unknown and nothing is written (OUT-43, OUT-58).
         () = job.token.cancelled() => return,
-        outcome = job.destination.publisher.publish(&job.message) => outcome,
+        outcome = job.destination.publish(&job.message) => outcome,
     };
     let elapsed = started.elapsed();
     drop(permit);
     drop(job.depth);
-    if let Some(kind) = job.handles.kind {
-        shared
-            .metrics
-            .publish_duration(kind)
-            .observe_duration(elapsed);
-    }
+    shared
+        .metrics
+        .publish_duration(job.handles.kind)
+        .observe_duration(elapsed);
     match &outcome {
         Outcome::Delivered => job.handles.success.inc(),
         Outcome::Failed { .. } => job.handles.failure.inc(),

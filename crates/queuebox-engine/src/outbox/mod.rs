@@ -16,12 +16,16 @@ mod row;
 mod upkeep;
 mod writer;
 
+#[cfg(test)]
+mod test_destination;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use queuebox_core::redact::redact;
+use queuebox_core::Destination;
 use queuebox_core::retry::RetryPolicy;
 use queuebox_store::{Claim, OutboxStore};
 use tokio::sync::{Notify, mpsc};
@@ -29,7 +33,7 @@ use tokio::task::{Id, JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::Level;
 
-pub use route::{Destination, Route, no_route_reason, route};
+pub use route::{Route, no_route_reason, route};
 pub use row::correlation_id;
 
 use crate::error::EngineError;
@@ -107,9 +111,9 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    fn handles(&self, destination: &Destination) -> DestHandles {
+    fn handles(&self, destination: &dyn Destination) -> DestHandles {
         self.handles
-            .get(&destination.name)
+            .get(destination.name())
             .cloned()
             .unwrap_or_else(|| DestHandles::new(&self.metrics, destination))
     }
@@ -136,8 +140,8 @@ impl OutboxPoller {
             .iter()
             .map(|r| {
                 (
-                    r.destination.name.clone(),
-                    DestHandles::new(&metrics, &r.destination),
+                    r.destination.name().to_owned(),
+                    DestHandles::new(&metrics, r.destination.as_ref()),
                 )
             })
             .collect();

@@ -4,30 +4,24 @@
 use std::fmt;
 use std::sync::Arc;
 
-use queuebox_core::delivery::Publisher;
+use queuebox_core::Destination;
 use queuebox_core::glob::TopicGlob;
 
-/// A configured destination as the poller sees it: its name (a metric label and a log field) and
-/// the connector that publishes to it.
-pub struct Destination {
-    pub name: String,
-    pub publisher: Arc<dyn Publisher>,
-}
-
-impl fmt::Debug for Destination {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Destination")
-            .field("name", &self.name)
-            .field("kind", &self.publisher.kind())
-            .finish()
-    }
-}
-
-/// One entry of the `routes` list.
-#[derive(Debug)]
+/// One entry of the `routes` list: its pattern and the configured destination (whose name is a
+/// metric label and a log field).
 pub struct Route {
     pub pattern: TopicGlob,
-    pub destination: Arc<Destination>,
+    pub destination: Arc<dyn Destination>,
+}
+
+impl fmt::Debug for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Route")
+            .field("pattern", &self.pattern)
+            .field("destination", &self.destination.name())
+            .field("kind", &self.destination.kind())
+            .finish()
+    }
 }
 
 /// The `last_error` of a row whose topic matches no route (OUT-23).
@@ -37,7 +31,7 @@ pub fn no_route_reason(topic: &str) -> String {
 
 /// OUT-22: the destination of the first route whose pattern matches; later routes are not tested.
 /// `Err` carries the OUT-23 reason.
-pub fn route<'a>(routes: &'a [Route], topic: &str) -> Result<&'a Arc<Destination>, String> {
+pub fn route<'a>(routes: &'a [Route], topic: &str) -> Result<&'a Arc<dyn Destination>, String> {
     routes
         .iter()
         .find(|r| r.pattern.matches(topic))
@@ -48,28 +42,13 @@ pub fn route<'a>(routes: &'a [Route], topic: &str) -> Result<&'a Arc<Destination
 #[cfg(test)]
 mod tests {
     use super::*;
-    use queuebox_core::delivery::{Outcome, OutgoingMessage};
-
-    struct Nothing;
-
-    #[async_trait::async_trait]
-    impl Publisher for Nothing {
-        fn kind(&self) -> &'static str {
-            "log"
-        }
-        async fn publish(&self, _: &OutgoingMessage) -> Outcome {
-            Outcome::Delivered
-        }
-    }
+    use crate::outbox::test_destination::Accepting;
 
     fn routes(list: &[(&str, &str)]) -> Vec<Route> {
         list.iter()
             .map(|(pattern, name)| Route {
                 pattern: TopicGlob::parse(pattern).unwrap(),
-                destination: Arc::new(Destination {
-                    name: (*name).to_owned(),
-                    publisher: Arc::new(Nothing),
-                }),
+                destination: Arc::new(Accepting::named(name)),
             })
             .collect()
     }
@@ -81,12 +60,12 @@ mod tests {
             ("**", "catch-all"),
             ("order.created", "never"),
         ]);
-        assert_eq!(route(&routes, "order.created").unwrap().name, "orders");
+        assert_eq!(route(&routes, "order.created").unwrap().name(), "orders");
         assert_eq!(
-            route(&routes, "order.item.added").unwrap().name,
+            route(&routes, "order.item.added").unwrap().name(),
             "catch-all"
         );
-        assert_eq!(route(&routes, "invoice.paid").unwrap().name, "catch-all");
+        assert_eq!(route(&routes, "invoice.paid").unwrap().name(), "catch-all");
     }
 
     #[test]

@@ -6,14 +6,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use queuebox_core::delivery::{Outcome, OutgoingMessage};
+use queuebox_core::{Destination, Outcome, OutgoingMessage};
 use queuebox_core::redact::redact;
 use queuebox_core::retry::{FailureFate, RetryPolicy};
 use queuebox_core::row_check::check_row;
 use queuebox_store::{Claim, ClaimedRow, TerminalWrite};
 use uuid::Uuid;
 
-use super::route::{Destination, Route, route};
+use super::route::{Route, route};
 
 /// The header that carries the correlation id (OPS-37), matched in any letter case.
 const CORRELATION_HEADER: &str = "x-correlation-id";
@@ -77,7 +77,7 @@ pub enum Prepared {
     /// Ready for a publish slot.
     Publish {
         message: OutgoingMessage,
-        destination: Arc<Destination>,
+        destination: Arc<dyn Destination>,
         max_attempts: i32,
         log: RowLog,
     },
@@ -103,7 +103,7 @@ pub fn prepare(row: ClaimedRow, routes: &[Route]) -> Prepared {
         Ok(destination) => Arc::clone(destination),
         Err(reason) => return dead_at_once(claim, log, reason),
     };
-    log.destination = Some(destination.name.clone());
+    log.destination = Some(destination.name().to_owned());
     let message = OutgoingMessage {
         id: claim.id,
         topic: log.topic.clone(),
@@ -187,20 +187,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use queuebox_core::delivery::Publisher;
+    use crate::outbox::test_destination::Accepting;
     use queuebox_core::glob::TopicGlob;
-
-    struct Nothing;
-
-    #[async_trait::async_trait]
-    impl Publisher for Nothing {
-        fn kind(&self) -> &'static str {
-            "log"
-        }
-        async fn publish(&self, _: &OutgoingMessage) -> Outcome {
-            Outcome::Delivered
-        }
-    }
 
     fn row(topic: &str, key: Option<&str>, payload: &str, headers: &str) -> ClaimedRow {
         ClaimedRow {
@@ -222,10 +210,7 @@ mod tests {
     fn orders() -> Vec<Route> {
         vec![Route {
             pattern: TopicGlob::parse("order.*").unwrap(),
-            destination: Arc::new(Destination {
-                name: "orders".into(),
-                publisher: Arc::new(Nothing),
-            }),
+            destination: Arc::new(Accepting::named("orders")),
         }]
     }
 
@@ -298,7 +283,7 @@ mod tests {
         assert_eq!(message.attempt, 2);
         assert_eq!(message.payload, r#"{"a":1}"#);
         assert_eq!(message.headers, vec![("x-n".to_owned(), "1".to_owned())]);
-        assert_eq!(destination.name, "orders");
+        assert_eq!(destination.name(), "orders");
         assert_eq!(max_attempts, 5);
         assert_eq!(log.destination.as_deref(), Some("orders"));
     }

@@ -17,9 +17,9 @@ use std::time::Duration;
 use queuebox_core::correlation::CorrelationId;
 use queuebox_core::filter::Filter;
 use queuebox_core::intake::{IntakeOutcome, Refusal, StoredState};
-use queuebox_core::jsonpath::JsonPath;
-use queuebox_core::{HeaderName, ReceivedMessage, SourceName};
-use queuebox_store::{Consumption, NewInboxRow, Schedule};
+use queuebox_core::inbox::{AttributeSteps, Consumption, IntakeProtocol, SourceRules};
+use queuebox_core::{ReceivedMessage, SourceName};
+use queuebox_store::{NewInboxRow, Schedule};
 use queuebox_telemetry::RejectionReason;
 use serde_json::Value;
 use uuid::Uuid;
@@ -29,47 +29,6 @@ use schedule::{ScheduleRule, Timed};
 
 /// `last_error` of a broker message stored `dead` because its body is not JSON (INB-56).
 pub const NOT_JSON_ERROR: &str = "The body is not valid JSON.";
-
-/// The protocol a source reads, which decides the order of the key chains (INB-31) and what a
-/// message that cannot be used becomes (a refusal over HTTP, a `dead` row from a broker).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IntakeProtocol {
-    Http,
-    Rabbitmq,
-    Kafka,
-    Nats,
-}
-
-impl IntakeProtocol {
-    fn is_broker(self) -> bool {
-        !matches!(self, Self::Http)
-    }
-}
-
-/// The configured steps of one attribute: its header and its paths (config.md §12). The
-/// pipeline puts them, and the protocol's own steps, in the order of INB-31.
-#[derive(Clone, Debug, Default)]
-pub struct AttributeSpec {
-    /// `http`: `…Header`; broker: `attributeHeaders.…` (for the event type only with
-    /// `eventTypeFromHeader: true`).
-    pub header: Option<HeaderName>,
-    pub paths: Vec<JsonPath>,
-}
-
-/// One source's inbox rules, as the binary reads them from the configuration.
-#[derive(Clone, Debug)]
-pub struct PipelineSpec {
-    pub source: SourceName,
-    pub protocol: IntakeProtocol,
-    pub consumption: Consumption,
-    pub filter: Filter,
-    pub idempotency_key: AttributeSpec,
-    pub aggregate_id: AttributeSpec,
-    pub event_type: AttributeSpec,
-    pub initial_delay: Duration,
-    pub scheduled_at_header: Option<HeaderName>,
-    pub scheduled_at_path: Vec<JsonPath>,
-}
 
 /// A source whose rules cannot run; the configuration checks prevent it (INB-4 rule 1).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -103,8 +62,8 @@ pub struct SourcePipeline {
 }
 
 impl SourcePipeline {
-    pub fn new(spec: PipelineSpec) -> Result<Self, PipelineError> {
-        let PipelineSpec {
+    pub fn new(rules: SourceRules) -> Result<Self, PipelineError> {
+        let SourceRules {
             source,
             protocol,
             consumption,
@@ -115,7 +74,7 @@ impl SourcePipeline {
             initial_delay,
             scheduled_at_header,
             scheduled_at_path,
-        } = spec;
+        } = rules;
         let broker = protocol.is_broker();
         if !broker && idempotency_key.header.is_none() && idempotency_key.paths.is_empty() {
             return Err(PipelineError::NoKeyStep(source));
@@ -283,11 +242,11 @@ impl SourcePipeline {
     }
 }
 
-fn header(spec: &AttributeSpec) -> Option<Step> {
+fn header(spec: &AttributeSteps) -> Option<Step> {
     spec.header.clone().map(Step::Header)
 }
 
-fn paths(spec: &AttributeSpec) -> Option<Step> {
+fn paths(spec: &AttributeSteps) -> Option<Step> {
     (!spec.paths.is_empty()).then(|| Step::Paths(spec.paths.clone()))
 }
 

@@ -2,28 +2,29 @@
 
 use queuebox_core::filter::{FilterRule, FilterTest};
 use queuebox_core::intake::ProtocolAttributes;
-use queuebox_core::ReceivedHeaders;
+use queuebox_core::jsonpath::JsonPath;
+use queuebox_core::{HeaderName, ReceivedHeaders};
 
 use super::*;
 
-fn spec(protocol: IntakeProtocol) -> PipelineSpec {
+fn spec(protocol: IntakeProtocol) -> SourceRules {
     let broker = protocol.is_broker();
     let header = |name: &str| Some(HeaderName::parse(name).unwrap());
     let path = |p: &str| vec![JsonPath::parse(p).unwrap()];
-    PipelineSpec {
+    SourceRules {
         source: SourceName::new("orders"),
         protocol,
         consumption: Consumption::Push,
         filter: Filter::default(),
-        idempotency_key: AttributeSpec {
+        idempotency_key: AttributeSteps {
             header: header(if broker { "x-idempotency-key" } else { "Idempotency-Key" }),
             paths: path("$.id"),
         },
-        aggregate_id: AttributeSpec {
+        aggregate_id: AttributeSteps {
             header: header("x-aggregate-id"),
             paths: path("$.orderId"),
         },
-        event_type: AttributeSpec {
+        event_type: AttributeSteps {
             header: header("x-event-type"),
             paths: path("$.type"),
         },
@@ -184,7 +185,7 @@ fn inb_51_the_payload_is_the_body_text_as_received_and_the_row_is_pending() {
 #[test]
 fn inb_4_an_http_source_without_a_key_step_cannot_be_built() {
     let mut spec = spec(IntakeProtocol::Http);
-    spec.idempotency_key = AttributeSpec::default();
+    spec.idempotency_key = AttributeSteps::default();
     assert_eq!(
         SourcePipeline::new(spec).unwrap_err(),
         PipelineError::NoKeyStep(SourceName::new("orders"))

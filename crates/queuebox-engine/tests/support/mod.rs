@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use queuebox_config::{DatabaseConfig, DatabaseTarget, DatabaseType, PgSslMode, PostgresTarget};
-use queuebox_core::delivery::{Outcome, OutgoingMessage, Publisher};
+use queuebox_core::{Destination, DestinationType, Outcome, OutgoingMessage, ReadinessComponent};
 use queuebox_core::glob::TopicGlob;
 use queuebox_core::retry::RetryPolicy;
 use queuebox_core::{Secret, TableLayout};
 use queuebox_engine::EngineError;
-use queuebox_engine::metrics::Metrics;
-use queuebox_engine::outbox::{Destination, OutboxPoller, OutboxSettings, Route};
+use queuebox_telemetry::Metrics;
+use queuebox_engine::outbox::{OutboxPoller, OutboxSettings, Route};
 use queuebox_store::{
     Claim, ForwardedRow, InsertOutcome, IntakeStore, MigrateRequest, NewInboxRow, OutboxStore,
     RelayRow, RelayStore, RetentionRule, RetentionStore, SchemaStore, StoreError,
@@ -257,7 +257,7 @@ pub struct Plan {
 
 type Behaviour = dyn Fn(&OutgoingMessage, usize) -> Plan + Send + Sync;
 
-/// A recording test destination (a real `Publisher`, not a stand-in for the database): records
+/// A recording test destination (a real destination, not a stand-in for the database): records
 /// every publish, tracks how many run at once, and answers as `behaviour` says (given the
 /// message and how many times this id was published before).
 pub struct Recorder {
@@ -341,10 +341,20 @@ impl Drop for InFlight<'_> {
 }
 
 #[async_trait]
-impl Publisher for Recorder {
-    fn kind(&self) -> &'static str {
-        "log"
+impl Destination for Recorder {
+    fn name(&self) -> &str {
+        "recorder"
     }
+
+    fn kind(&self) -> DestinationType {
+        DestinationType::Log
+    }
+
+    fn readiness(&self) -> Vec<ReadinessComponent> {
+        Vec::new()
+    }
+
+    async fn close(&self) {}
 
     async fn publish(&self, message: &OutgoingMessage) -> Outcome {
         let previous = {
@@ -389,10 +399,7 @@ pub fn settings() -> OutboxSettings {
 
 /// Routes: `order.*` and `**` (everything else) to the recorder, unless `catch_all` is false.
 pub fn routes(recorder: &Arc<Recorder>, catch_all: bool) -> Vec<Route> {
-    let destination = Arc::new(Destination {
-        name: "recorder".into(),
-        publisher: Arc::clone(recorder) as Arc<dyn Publisher>,
-    });
+    let destination = Arc::clone(recorder) as Arc<dyn Destination>;
     let mut routes = vec![Route {
         pattern: TopicGlob::parse("order.*").unwrap(),
         destination: Arc::clone(&destination),

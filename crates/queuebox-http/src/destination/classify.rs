@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use queuebox_core::delivery::Outcome;
+use queuebox_core::destination::Outcome;
 use queuebox_core::redact::redact;
 
 /// What came back from one publish attempt, before it is judged.

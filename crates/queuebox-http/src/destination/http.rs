@@ -6,7 +6,10 @@ use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 use queuebox_core::Secret;
-use queuebox_core::delivery::{Outcome, OutgoingMessage, Publisher};
+use queuebox_core::{
+    Destination, DestinationType, Outcome, OutgoingMessage, ReadinessComponent,
+};
+use queuebox_telemetry::Metrics;
 use queuebox_core::redact::error_text;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use url::Url;
@@ -82,8 +85,8 @@ enum Auth {
     },
 }
 
-/// The HTTP destination's publisher.
-pub struct HttpPublisher {
+/// An HTTP destination (destinations.md §4): one `POST` per delivery.
+pub struct HttpDestination {
     name: String,
     url: Url,
     timeout: Duration,
@@ -91,11 +94,13 @@ pub struct HttpPublisher {
     client: reqwest::Client,
     static_headers: Vec<(String, Secret)>,
     auth: Option<Auth>,
+    /// `queuebox_http_publish_responses_total{status_class}` (DST-29).
+    metrics: Metrics,
 }
 
-impl HttpPublisher {
+impl HttpDestination {
     /// Checks the settings (the start-time rules of DST-8, DST-10, DST-23, DST-30, DST-31)
-    /// and builds the publisher. Opens no connection (DST-2).
+    /// and builds the destination. Opens no connection (DST-2).
     pub fn new(
         settings: HttpDestinationSettings,
         shared: &SharedHttp,
@@ -196,11 +201,8 @@ impl HttpPublisher {
             client,
             static_headers: settings.static_headers,
             auth,
+            metrics: shared.metrics.clone(),
         })
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
     }
 
     /// The target URL of DST-23.
@@ -349,14 +351,30 @@ impl HttpPublisher {
 }
 
 #[async_trait::async_trait]
-impl Publisher for HttpPublisher {
-    fn kind(&self) -> &'static str {
-        "http"
+impl Destination for HttpDestination {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kind(&self) -> DestinationType {
+        DestinationType::Http
     }
 
     async fn publish(&self, message: &OutgoingMessage) -> Outcome {
-        self.publish_detailed(message).await.0
+        let (outcome, status) = self.publish_detailed(message).await;
+        if let Some(status) = status {
+            self.metrics.http_publish_responses(status).inc();
+        }
+        outcome
     }
+
+    /// No connection outlives a publish that readiness could watch (DST-2).
+    fn readiness(&self) -> Vec<ReadinessComponent> {
+        Vec::new()
+    }
+
+    /// Nothing is buffered: every publish ends with the receiver's answer.
+    async fn close(&self) {}
 }
 
 /// DST-10 for HTTP: a name must be a token, a value must have no CR, LF, NUL (or another

@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use queuebox_core::Secret;
-use queuebox_core::delivery::{Outcome, OutgoingMessage, Publisher};
+use queuebox_core::{
+    Destination, DestinationType, Outcome, OutgoingMessage, ReadinessComponent,
+};
 use queuebox_core::redact::redact;
 
 use super::DestinationError;
@@ -28,15 +30,15 @@ enum Sink {
     File { path: PathBuf, file: File },
 }
 
-/// The `log` destination's publisher.
-pub struct LogPublisher {
+/// A `log` destination (destinations.md §8): one JSON line per delivery.
+pub struct LogDestination {
     name: String,
     static_headers: Vec<(String, Secret)>,
     /// One mutex around the sink: lines of concurrent deliveries never interleave (DST-51).
     sink: Arc<Mutex<Sink>>,
 }
 
-impl LogPublisher {
+impl LogDestination {
     /// Opens the file for appending, creating it when missing (DST-52). A missing parent
     /// directory or a file that cannot be opened stops the start. Never truncates.
     pub fn open(settings: LogDestinationSettings) -> Result<Self, DestinationError> {
@@ -60,10 +62,6 @@ impl LogPublisher {
             static_headers: settings.static_headers,
             sink: Arc::new(Mutex::new(sink)),
         })
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
     }
 
     /// The line of DST-50, with its `\n`. `Err` when the payload is not JSON, which the
@@ -127,10 +125,21 @@ impl LogPublisher {
 }
 
 #[async_trait::async_trait]
-impl Publisher for LogPublisher {
-    fn kind(&self) -> &'static str {
-        "log"
+impl Destination for LogDestination {
+    fn name(&self) -> &str {
+        &self.name
     }
+
+    fn kind(&self) -> DestinationType {
+        DestinationType::Log
+    }
+
+    fn readiness(&self) -> Vec<ReadinessComponent> {
+        Vec::new()
+    }
+
+    /// Every line is written and flushed within its publish; nothing waits here.
+    async fn close(&self) {}
 
     async fn publish(&self, message: &OutgoingMessage) -> Outcome {
         let line = match self.line(message, SystemTime::now()) {

@@ -13,7 +13,7 @@ mod target;
 
 pub use classify::status_class;
 pub use error::DestinationError;
-pub use http::{HttpAuth, HttpDestinationSettings, HttpPublisher};
-pub use log::{LogDestinationSettings, LogPublisher};
+pub use http::{HttpAuth, HttpDestination, HttpDestinationSettings};
+pub use log::{LogDestination, LogDestinationSettings};
 pub use private::{check_private_addresses, is_blocked_address};
 pub use shared::SharedHttp;

@@ -1,30 +1,27 @@
-//! `SharedHttp`: what all HTTP destinations share — the reqwest clients and the OAuth2 token
-//! cache (DST-29, DST-30 step 3).
+//! `SharedHttp`: what all HTTP destinations share — the reqwest clients, the OAuth2 token cache
+//! (DST-29, DST-30 step 3) and the metric registry of the response counter.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use queuebox_core::redact::error_text;
+use queuebox_telemetry::Metrics;
 
 use super::DestinationError;
 use super::oauth2::TokenCache;
 
 /// What all HTTP destinations share: the clients (one per connect timeout, as reqwest sets it
-/// per client) and the OAuth2 token cache (DST-30 step 3). Build one at start.
+/// per client), the OAuth2 token cache (DST-30 step 3) and the registry that counts their
+/// responses. Build one at start.
 pub struct SharedHttp {
     clients: Mutex<HashMap<Duration, reqwest::Client>>,
     pub(crate) tokens: TokenCache,
-}
-
-impl Default for SharedHttp {
-    fn default() -> Self {
-        Self::new()
-    }
+    pub(crate) metrics: Metrics,
 }
 
 impl SharedHttp {
-    pub fn new() -> Self {
+    pub fn new(metrics: Metrics) -> Self {
         // reqwest is built with `rustls-no-provider` and takes the process-wide provider. ring
         // is the one the rest of the workspace uses; when something installed a provider
         // already, that one stays.
@@ -32,6 +29,7 @@ impl SharedHttp {
         Self {
             clients: Mutex::new(HashMap::new()),
             tokens: TokenCache::default(),
+            metrics,
         }
     }
 

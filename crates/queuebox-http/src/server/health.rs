@@ -1,12 +1,11 @@
 //! Liveness and readiness (OPS-17..22): parallel, bounded, single-flight component checks
 //! supplied by the binary, so this crate needs neither the engine nor the store.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use queuebox_core::readiness::{ComponentDown, ReadinessComponent};
 use serde::Serialize;
 use serde::ser::SerializeMap;
 use tokio::sync::watch;
@@ -21,79 +20,6 @@ const WARN_INTERVAL: Duration = Duration::from_secs(30);
 /// The exact liveness body (OPS-17): no I/O, whatever the dependencies do.
 pub(crate) const LIVENESS_BODY: &str =
     r#"{"status":"healthy","components":{"process":{"status":"up"}}}"#;
-
-/// Why a component is down, as its check reports it. A check that does not answer within
-/// the bound is reported as `timeout` by the server itself.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ComponentDown {
-    /// The dependency answered with an error (`reason: failed`).
-    Failed,
-    /// The task behind the component does not run (`reason: stopped`).
-    Stopped,
-    /// The component is being stopped by the shutdown (`reason: stopping`).
-    Stopping,
-}
-
-impl ComponentDown {
-    fn reason(self) -> &'static str {
-        match self {
-            Self::Failed => "failed",
-            Self::Stopped => "stopped",
-            Self::Stopping => "stopping",
-        }
-    }
-}
-
-pub type CheckFuture = Pin<Box<dyn Future<Output = Result<(), ComponentDown>> + Send + 'static>>;
-type CheckFn = Arc<dyn Fn() -> CheckFuture + Send + Sync>;
-
-/// One readiness component after `process` (OPS-18), e.g. `database` or `kafka.orders`.
-#[derive(Clone)]
-pub struct ReadinessComponent {
-    name: String,
-    advisory: bool,
-    check: CheckFn,
-}
-
-impl ReadinessComponent {
-    /// `check` is called on a spawned task for each probe that finds no check of this
-    /// component still running; it should do its own I/O bound where one is specified (for
-    /// example 2000 ms for `database`), the server bounds it at 3000 ms regardless.
-    pub fn new<F, Fut>(name: impl Into<String>, check: F) -> Self
-    where
-        F: Fn() -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), ComponentDown>> + Send + 'static,
-    {
-        Self {
-            name: name.into(),
-            advisory: false,
-            check: Arc::new(move || Box::pin(check())),
-        }
-    }
-
-    /// Reported with `"advisory":true` and never counted in the verdict (OPS-18/19).
-    pub fn advisory(mut self) -> Self {
-        self.advisory = true;
-        self
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    pub fn is_advisory(&self) -> bool {
-        self.advisory
-    }
-}
-
-impl std::fmt::Debug for ReadinessComponent {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReadinessComponent")
-            .field("name", &self.name)
-            .field("advisory", &self.advisory)
-            .finish_non_exhaustive()
-    }
-}
 
 /// The `process` component: up between the end of the start and the beginning of shutdown.
 #[derive(Default)]
@@ -211,8 +137,8 @@ impl Readiness {
                 slot.warn(reason);
             }
             statuses.push((
-                slot.component.name.as_str(),
-                slot.component.advisory,
+                slot.component.name(),
+                slot.component.is_advisory(),
                 status,
             ));
         }
@@ -233,11 +159,11 @@ impl Slot {
             }
         }
         let (tx, rx) = watch::channel(None);
-        let check = Arc::clone(&self.component.check);
+        let check = self.component.check();
         // Off the request task (OPS-20): a hanging check outlives the probe that started it
         // and is joined by the next probes until it answers.
         let task = tokio::spawn(async move {
-            let result = check().await;
+            let result = check.await;
             let _ = tx.send(Some(result));
         });
         *running = Some(Running {
@@ -262,10 +188,10 @@ impl Slot {
         }
         *last = Some(now);
         tracing::warn!(
-            component = %self.component.name,
+            component = %self.component.name(),
             reason,
             "readiness component {} is down ({reason})",
-            self.component.name
+            self.component.name()
         );
     }
 }

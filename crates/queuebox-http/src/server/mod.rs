@@ -7,10 +7,8 @@
 //! ```no_run
 //! # async fn run() -> Result<(), queuebox_http::server::BindError> {
 //! use std::sync::Arc;
-//! use queuebox_http::server::{
-//!     start, ComponentDown, DataPortRoutes, Endpoints, OperationalRoutes, ReadinessComponent,
-//!     ServerSettings,
-//! };
+//! use queuebox_core::{ComponentDown, ReadinessComponent};
+//! use queuebox_http::server::{start, DataPortRoutes, Endpoints, OperationalRoutes, ServerSettings};
 //!
 //! let endpoints = Endpoints {
 //!     readiness: vec![
@@ -45,8 +43,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use queuebox_core::ReadinessComponent;
+
 pub use handle::{BindError, DrainOutcome, ServerHandle, start};
-pub use health::{CheckFuture, ComponentDown, ReadinessComponent};
 pub use routes::{DataPortRoutes, OperationalRoutes};
 
 /// Renders the Prometheus text exposition (MET-1). The engine's registry supplies it; it

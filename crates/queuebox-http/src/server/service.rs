@@ -21,7 +21,7 @@ use super::HttpLimits;
 use super::body::DeadlineBody;
 use super::respond;
 use super::unwind::CatchUnwind;
-use crate::source::CorrelationId;
+use crate::source::correlation;
 
 /// Draining flag and in-flight count of one port.
 pub(crate) struct PortState {
@@ -125,9 +125,9 @@ impl Inner {
         if !self.source_paths.contains(request.uri().path()) {
             return self.answer(request).await;
         }
-        let correlation = CorrelationId::from_headers(request.headers());
-        request.extensions_mut().insert(correlation.clone());
-        correlation.stamp(self.answer(request).await)
+        let id = correlation::of_headers(request.headers());
+        request.extensions_mut().insert(id.clone());
+        correlation::stamp(&id, self.answer(request).await)
     }
 
     async fn answer(&self, request: Request<Incoming>) -> Response<Body> {

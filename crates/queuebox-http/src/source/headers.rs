@@ -1,12 +1,10 @@
 //! Which received headers an HTTP source keeps and how (INB-21..25): lower-case names, the
 //! last value of a repeated name, UTF-8 text or `base64:` Base64, never a credential header.
 
-use std::collections::BTreeMap;
-
 use axum::http::HeaderMap;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use queuebox_config::HeaderName;
+use queuebox_core::{HeaderName, ReceivedHeaders};
 
 /// Headers no HTTP source ever keeps, besides its own auth header (INB-21, SEC-7).
 const ALWAYS_WITHHELD: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
@@ -28,16 +26,16 @@ impl HeaderPolicy {
 
     /// The headers as they are stored, filtered on and looked up (INB-22..25).
     pub(crate) fn collect(&self, headers: &HeaderMap) -> ReceivedHeaders {
-        let mut kept = BTreeMap::new();
+        let mut kept = ReceivedHeaders::new();
         // `HeaderMap::iter` yields every value of a name in the order received, so inserting
         // in turn leaves the last one (INB-24).
         for (name, value) in headers {
             if self.withheld.iter().any(|w| w == name.as_str()) {
                 continue;
             }
-            kept.insert(name.as_str().to_owned(), stored_value(value.as_bytes()));
+            kept.insert(name.as_str(), stored_value(value.as_bytes()));
         }
-        ReceivedHeaders(kept)
+        kept
     }
 }
 
@@ -46,25 +44,6 @@ pub(crate) fn stored_value(bytes: &[u8]) -> String {
     match std::str::from_utf8(bytes) {
         Ok(text) => text.to_owned(),
         Err(_) => format!("base64:{}", STANDARD.encode(bytes)),
-    }
-}
-
-/// The kept headers: lower-case name → stored value.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct ReceivedHeaders(BTreeMap<String, String>);
-
-impl ReceivedHeaders {
-    /// Looks a name up in any letter case (INB-23); the value is compared as stored.
-    pub(crate) fn get(&self, name: &str) -> Option<&str> {
-        match self.0.get(name) {
-            Some(value) => Some(value),
-            None => self.0.get(&name.to_ascii_lowercase()).map(String::as_str),
-        }
-    }
-
-    /// The `headers` column: one JSON object of name → string; `{}` when there are none.
-    pub(crate) fn to_json(&self) -> String {
-        serde_json::to_string(&self.0).unwrap_or_else(|_| "{}".to_owned())
     }
 }
 

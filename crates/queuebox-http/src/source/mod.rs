@@ -1,20 +1,25 @@
-//! The HTTP webhook source (inbox.md §3..§9): `POST <inbox.basePath><path>` for every `http`
-//! source, from the body cap to the stored row.
+//! The HTTP webhook source (inbox.md §3): `POST <inbox.basePath><path>` for every `http`
+//! source. The route does what is HTTP (body cap, rate limit, authentication, the headers it
+//! keeps, the status it answers) and hands the message to the engine's intake, which stores it.
 //!
 //! The binary prepares each source at start and mounts the routes on the data port:
 //!
 //! ```no_run
 //! # fn wire(
 //! #     config: &queuebox_config::Config,
-//! #     sink: std::sync::Arc<dyn queuebox_http::source::IntakeSink>,
-//! #     metrics: queuebox_engine::metrics::Metrics,
+//! #     intake: std::sync::Arc<dyn queuebox_core::Intake>,
 //! # ) -> Result<(), queuebox_http::source::SourceRouteError> {
 //! use queuebox_http::server::DataPortRoutes;
-//! use queuebox_http::source::{HttpSourceRoute, IntakeSettings, source_routes};
+//! use queuebox_http::source::{HttpSourceRoute, HttpSourceSettings, source_routes};
 //!
-//! let routes = HttpSourceRoute::all(config.sources.values())?;
-//! let settings = IntakeSettings { max_body_bytes: config.inbox.max_body_bytes };
-//! let data_routes = DataPortRoutes::new().merge_sources(source_routes(routes, settings, sink, metrics));
+//! let routes = config
+//!     .sources
+//!     .values()
+//!     .filter(|source| matches!(source.kind, queuebox_config::SourceKind::Http(_)))
+//!     .map(HttpSourceRoute::from_config)
+//!     .collect::<Result<Vec<_>, _>>()?;
+//! let settings = HttpSourceSettings { max_body_bytes: config.inbox.max_body_bytes };
+//! let data_routes = DataPortRoutes::new().merge_sources(source_routes(routes, settings, intake));
 //! # Ok(()) }
 //! ```
 //!
@@ -24,17 +29,12 @@
 
 mod auth;
 mod body;
-mod correlation;
-mod extract;
-mod filter;
+pub mod correlation;
 mod handler;
 mod headers;
 mod rate;
-mod rawjson;
 mod respond;
 mod route;
-mod schedule;
-mod sink;
 
 use std::sync::Arc;
 
@@ -42,18 +42,17 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::Request;
 use axum::routing::post;
-use queuebox_engine::metrics::Metrics;
+use queuebox_core::Intake;
 
 pub use auth::AuthConfigError;
-pub use correlation::{CORRELATION_HEADER, CorrelationId};
+pub use correlation::CORRELATION_HEADER;
 pub use route::{HttpSourceRoute, SourceRouteError};
-pub use sink::{IntakeRefused, IntakeSink};
 
-use handler::Intake;
+use handler::RouteHandler;
 
 /// What every source route shares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IntakeSettings {
+pub struct HttpSourceSettings {
     /// `inbox.maxBodyBytes` (INB-12): exactly this many bytes are accepted.
     pub max_body_bytes: u64,
 }
@@ -75,24 +74,21 @@ impl SourceRoutes {
 /// (the router answers 405 with `Allow: POST`).
 pub fn source_routes(
     sources: Vec<HttpSourceRoute>,
-    settings: IntakeSettings,
-    sink: Arc<dyn IntakeSink>,
-    metrics: Metrics,
+    settings: HttpSourceSettings,
+    intake: Arc<dyn Intake>,
 ) -> SourceRoutes {
     let mut router = Router::new();
     let mut paths = Vec::with_capacity(sources.len());
     for route in sources {
         let path = route.route.clone();
-        let intake = Arc::new(Intake {
-            filtered: metrics.inbox_filtered(&route.name),
+        let handler = Arc::new(RouteHandler {
             route,
             settings,
-            sink: Arc::clone(&sink),
-            metrics: metrics.clone(),
+            intake: Arc::clone(&intake),
         });
         router = router.route(
             &path,
-            post(move |request: Request<Body>| Arc::clone(&intake).handle(request)),
+            post(move |request: Request<Body>| Arc::clone(&handler).handle(request)),
         );
         paths.push(path);
     }

@@ -7,7 +7,9 @@ use axum::http::{HeaderValue, Response, StatusCode};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::correlation::CorrelationId;
+use queuebox_core::correlation::CorrelationId;
+
+use super::correlation;
 
 /// The outcome of one request; the first step that ends it decides (INB-7).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,6 +77,6 @@ impl Answer {
             }
             _ => {}
         }
-        correlation.stamp(response)
+        correlation::stamp(correlation, response)
     }
 }

@@ -14,18 +14,23 @@ use queuebox_config::{
 use queuebox_core::Secret;
 use queuebox_core::jsonpath::JsonPath;
 use queuebox_core::template::{Template, TemplateFields};
-use queuebox_engine::metrics::Metrics;
-use queuebox_store::{InsertOutcome, NewInboxRow};
+use queuebox_engine::intake::InboxIntake;
+use queuebox_engine::intake::writer::{IntakeWriter, WriterSettings};
+use queuebox_engine::pipeline::SourcePipeline;
+use queuebox_store::{InsertOutcome, IntakeStore, NewInboxRow, StoreError};
+use queuebox_telemetry::Metrics;
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::*;
 
+/// An inbox table that takes every row as new.
 struct AcceptAll;
 
 #[async_trait]
-impl IntakeSink for AcceptAll {
-    async fn store(&self, row: NewInboxRow) -> Result<InsertOutcome, IntakeRefused> {
-        Ok(InsertOutcome::Stored(row.id))
+impl IntakeStore for AcceptAll {
+    async fn insert_batch(&self, rows: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
+        Ok(rows.iter().map(|row| InsertOutcome::Stored(row.id)).collect())
     }
 }
 
@@ -106,13 +111,24 @@ async fn inb_76_log_lines_name_source_and_correlation_never_values() {
     let _guard = tracing::subscriber::set_default(subscriber);
 
     let route = HttpSourceRoute::from_config(&source()).unwrap();
+    let metrics = Metrics::new("0.0.0-dev");
+    let writer = IntakeWriter::new(
+        Arc::new(AcceptAll),
+        WriterSettings::default(),
+        metrics.clone(),
+        Arc::new(tokio::sync::Notify::new()),
+    );
+    let pipeline = SourcePipeline::new(source().inbox_rules()).unwrap();
+    let intake = InboxIntake::new(vec![pipeline], writer.handle(), metrics);
+    let stop = CancellationToken::new();
+    let _writer = stop.clone().drop_guard();
+    tokio::spawn(writer.run(stop));
     let routes = source_routes(
         vec![route],
-        IntakeSettings {
+        HttpSourceSettings {
             max_body_bytes: 1024,
         },
-        Arc::new(AcceptAll),
-        Metrics::new("0.0.0-dev"),
+        Arc::new(intake),
     );
     let router = routes.router;
     let auth = ("authorization", "Bearer sekret-token");

@@ -7,9 +7,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use queuebox_core::ReadinessComponent;
 use queuebox_http::server::{
-    DataPortRoutes, Endpoints, OperationalRoutes, ReadinessComponent, ServerHandle, ServerSettings,
-    start,
+    DataPortRoutes, Endpoints, OperationalRoutes, ServerHandle, ServerSettings, start,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -1,51 +1,55 @@
 //! Helpers for the HTTP source tests: the real data-port server on 127.0.0.1 with the source
-//! routes mounted, an in-memory sink standing in for the engine's batcher (not for the
-//! database), configuration builders, and a raw HTTP/1.1 client so every byte sent is chosen
-//! by the test (chunked bodies, non-UTF-8 header values, exact lengths).
+//! routes mounted in front of the engine's real intake (pipeline and write-combining writer),
+//! whose store is an in-memory inbox table (standing in for the database, not for the engine),
+//! configuration builders, and a raw HTTP/1.1 client so every byte sent is chosen by the test
+//! (chunked bodies, non-UTF-8 header values, exact lengths).
 
 #![allow(dead_code)]
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use queuebox_config::{
-    Consumption, Filter, HeaderName, HttpSource, InboundAuth, Source, SourceKind,
-};
+use queuebox_config::{Consumption, Filter, HeaderName, HttpSource, InboundAuth, Source, SourceKind};
+use queuebox_core::intake::{IntakeOutcome, PendingOutcome};
 use queuebox_core::jsonpath::JsonPath;
 use queuebox_core::template::{Template, TemplateFields};
-use queuebox_engine::metrics::Metrics;
+use queuebox_core::{Intake, ReceivedMessage};
+use queuebox_engine::intake::InboxIntake;
+use queuebox_engine::intake::writer::{IntakeWriter, WriterSettings};
+use queuebox_engine::pipeline::SourcePipeline;
 use queuebox_http::server::{
     DataPortRoutes, Endpoints, OperationalRoutes, ServerHandle, ServerSettings, start,
 };
-use queuebox_http::source::{
-    HttpSourceRoute, IntakeRefused, IntakeSettings, IntakeSink, source_routes,
-};
-use queuebox_store::{InsertOutcome, NewInboxRow};
+use queuebox_http::source::{HttpSourceRoute, HttpSourceSettings, source_routes};
+use queuebox_store::{InsertOutcome, IntakeStore, NewInboxRow, StoreAction, StoreError};
+use queuebox_telemetry::Metrics;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
 
 pub const MAX_BODY: u64 = 1024;
 
-// --- the sink ------------------------------------------------------------------------------
+// --- the inbox table ------------------------------------------------------------------------
 
 const NORMAL: u8 = 0;
 const FAIL: u8 = 1;
-const SHUTTING_DOWN: u8 = 2;
 
-/// Stores rows in memory with the unique rule of INB-50 on (`source`, `idempotency_key`).
+/// The inbox table in memory with the unique rule of INB-50 on (`source`, `idempotency_key`).
 #[derive(Default)]
-pub struct MemorySink {
+pub struct MemoryInbox {
     rows: Mutex<Vec<NewInboxRow>>,
     mode: AtomicU8,
-    /// When set, each `store` waits for a permit first (to hold a request inside a handler).
+    /// Set by `refuse_shutting_down`: the intake answers as a stopping QueueBox does.
+    stopping: AtomicBool,
+    /// When set, each insert waits for a permit first (to hold a request inside a handler).
     gate: Mutex<Option<Arc<Semaphore>>>,
 }
 
-impl MemorySink {
+impl MemoryInbox {
     pub fn rows(&self) -> Vec<NewInboxRow> {
         self.rows.lock().unwrap().clone()
     }
@@ -61,7 +65,7 @@ impl MemorySink {
     }
 
     pub fn refuse_shutting_down(&self) {
-        self.mode.store(SHUTTING_DOWN, Ordering::SeqCst);
+        self.stopping.store(true, Ordering::SeqCst);
     }
 
     pub fn hold(&self) -> Arc<Semaphore> {
@@ -72,27 +76,50 @@ impl MemorySink {
 }
 
 #[async_trait]
-impl IntakeSink for MemorySink {
-    async fn store(&self, row: NewInboxRow) -> Result<InsertOutcome, IntakeRefused> {
+impl IntakeStore for MemoryInbox {
+    async fn insert_batch(&self, batch: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
         let gate = self.gate.lock().unwrap().clone();
         if let Some(gate) = gate {
-            gate.acquire().await.unwrap().forget();
+            gate.acquire_many(batch.len() as u32).await.unwrap().forget();
         }
-        match self.mode.load(Ordering::SeqCst) {
-            FAIL => return Err(IntakeRefused::StorageFailed),
-            SHUTTING_DOWN => return Err(IntakeRefused::ShuttingDown),
-            _ => {}
+        if self.mode.load(Ordering::SeqCst) == FAIL {
+            return Err(StoreError::Database {
+                action: StoreAction::UseDatabase,
+                during: "storing inbox rows",
+                reason: "the test made it fail".into(),
+            });
         }
         let mut rows = self.rows.lock().unwrap();
-        if rows
+        Ok(batch
             .iter()
-            .any(|r| r.source == row.source && r.idempotency_key == row.idempotency_key)
-        {
-            return Ok(InsertOutcome::Duplicate);
+            .map(|row| {
+                let exists = rows
+                    .iter()
+                    .any(|r| r.source == row.source && r.idempotency_key == row.idempotency_key);
+                if exists {
+                    InsertOutcome::Duplicate
+                } else {
+                    rows.push(row.clone());
+                    InsertOutcome::Stored(row.id)
+                }
+            })
+            .collect())
+    }
+}
+
+/// The engine's intake, answering `ShuttingDown` once the test says QueueBox is stopping.
+struct StoppableIntake {
+    inner: InboxIntake,
+    inbox: Arc<MemoryInbox>,
+}
+
+#[async_trait]
+impl Intake for StoppableIntake {
+    async fn enqueue(&self, message: ReceivedMessage) -> PendingOutcome {
+        if self.inbox.stopping.load(Ordering::SeqCst) {
+            return PendingOutcome::ready(IntakeOutcome::ShuttingDown);
         }
-        let id = row.id;
-        rows.push(row);
-        Ok(InsertOutcome::Stored(id))
+        self.inner.enqueue(message).await
     }
 }
 
@@ -152,8 +179,10 @@ pub fn with_auth(mut source: Source, auth: InboundAuth) -> Source {
 pub struct Harness {
     pub server: Arc<ServerHandle>,
     pub addr: SocketAddr,
-    pub sink: Arc<MemorySink>,
+    pub sink: Arc<MemoryInbox>,
     pub metrics: Metrics,
+    /// Stops the intake's writer when the harness goes.
+    _writer: tokio_util::sync::DropGuard,
 }
 
 pub async fn serve(sources: Vec<Source>) -> Harness {
@@ -161,15 +190,30 @@ pub async fn serve(sources: Vec<Source>) -> Harness {
         .iter()
         .map(|s| HttpSourceRoute::from_config(s).expect("a runnable source"))
         .collect();
-    let sink = Arc::new(MemorySink::default());
+    let pipelines = sources
+        .iter()
+        .map(|s| SourcePipeline::new(s.inbox_rules()).expect("a runnable source"))
+        .collect();
+    let sink = Arc::new(MemoryInbox::default());
     let metrics = Metrics::new("0.0.0-dev");
+    let writer = IntakeWriter::new(
+        Arc::clone(&sink) as Arc<dyn IntakeStore>,
+        WriterSettings::default(),
+        metrics.clone(),
+        Arc::new(Notify::new()),
+    );
+    let intake = StoppableIntake {
+        inner: InboxIntake::new(pipelines, writer.handle(), metrics.clone()),
+        inbox: Arc::clone(&sink),
+    };
+    let stop = CancellationToken::new();
+    tokio::spawn(writer.run(stop.clone()));
     let routes = source_routes(
         routes,
-        IntakeSettings {
+        HttpSourceSettings {
             max_body_bytes: MAX_BODY,
         },
-        Arc::clone(&sink) as Arc<dyn IntakeSink>,
-        metrics.clone(),
+        Arc::new(intake),
     );
     let mut settings = ServerSettings::new(0, None);
     settings.bind_address = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -189,6 +233,7 @@ pub async fn serve(sources: Vec<Source>) -> Harness {
         server: Arc::new(server),
         sink,
         metrics,
+        _writer: stop.drop_guard(),
     }
 }
 
