@@ -3,6 +3,7 @@
 //! (schema.md §1, §4, §5.1, §9–§11), the outbox statements of the poller (outbox.md §5, §7,
 //! §9, §12), and the inbox, relay and retention statements (inbox.md §9, §11; operations.md §7).
 
+mod classify;
 mod connect;
 mod dialect;
 mod guard;
