@@ -1,6 +1,7 @@
 //! QueueBox's domain vocabulary, with no I/O: secrets, table layouts, topic globs, templates,
 //! JSONPath extraction and redaction.
 
+pub mod database;
 pub mod delivery;
 pub mod glob;
 pub mod jsonpath;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deadpool_postgres::{Pool, PoolError};
-use queuebox_config::{DatabaseConfig, DatabaseTarget, PostgresTarget};
+use queuebox_core::database::{DatabaseConfig, DatabaseTarget, PostgresTarget};
 use queuebox_core::{Secret, TableLayout};
 use queuebox_store::{
     MigrateReport, MigrateRequest, PoolStatus, SchemaStore, Store, StoreAction, StoreError,
@@ -98,12 +98,14 @@ impl PgStore {
 fn postgres_target(db: &DatabaseConfig) -> Result<&PostgresTarget, StoreError> {
     match &db.target {
         DatabaseTarget::Postgres(target) => Ok(target),
-        DatabaseTarget::Other { .. } => Err(StoreError::BadTarget {
-            reason: format!(
-                "the PostgreSQL store cannot open a database of type {}",
-                db.db_type.as_str()
-            ),
-        }),
+        DatabaseTarget::Mysql(_) | DatabaseTarget::Sqlite(_) | DatabaseTarget::Sqlserver { .. } => {
+            Err(StoreError::BadTarget {
+                reason: format!(
+                    "the PostgreSQL store cannot open a database of type {}",
+                    db.db_type.as_str()
+                ),
+            })
+        }
     }
 }
 
