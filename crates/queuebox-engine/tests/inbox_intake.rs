@@ -11,8 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use queuebox_engine::intake::{Intake, IntakeError, IntakeSettings};
 use queuebox_engine::metrics::{InboxStatus, Metrics};
-use queuebox_store::{Consumption, InsertOutcome, IntakeStore, NewInboxRow, Schedule, StoreError};
-use queuebox_store_postgres::PgStore;
+use queuebox_store::{Consumption, InsertOutcome, NewInboxRow, Schedule, Store, StoreError};
 use support::{Hooked, InboxHooks, TestDb};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -32,7 +31,7 @@ struct Counting {
 impl InboxHooks for Counting {
     async fn insert_batch(
         &self,
-        store: &PgStore,
+        store: &dyn Store,
         rows: &[NewInboxRow],
     ) -> Result<Vec<InsertOutcome>, StoreError> {
         if self.batches.fetch_add(1, Ordering::SeqCst) == 0 {

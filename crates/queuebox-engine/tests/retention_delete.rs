@@ -12,8 +12,7 @@ use async_trait::async_trait;
 use queuebox_engine::EngineError;
 use queuebox_engine::metrics::{Metrics, Table};
 use queuebox_engine::retention::{Retention, RetentionSettings, TableRetention};
-use queuebox_store::{RetentionRule, RetentionStore, StoreError};
-use queuebox_store_postgres::PgStore;
+use queuebox_store::{RetentionRule, Store, StoreError};
 use support::{Hooked, InboxHooks, TestDb};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -33,7 +32,7 @@ struct Counting {
 impl InboxHooks for Counting {
     async fn retention_delete(
         &self,
-        store: &PgStore,
+        store: &dyn Store,
         rule: RetentionRule,
         batch: u32,
     ) -> Result<u64, StoreError> {

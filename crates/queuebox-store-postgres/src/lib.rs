@@ -17,5 +17,16 @@ mod sql;
 mod store;
 mod tls;
 
+use std::sync::Arc;
+
+use queuebox_core::database::DatabaseConfig;
+use queuebox_store::{Store, StoreError};
+
 pub use sql::{MIGRATION_LOCK_KEY, bundled_sql, checksum};
 pub use store::PgStore;
+
+/// The PostgreSQL store as the binary holds it: connected (waiting for the database up to
+/// `database.startupTimeoutMs`), behind the store traits.
+pub async fn connect(db: &DatabaseConfig) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(Arc::new(PgStore::connect(db).await?))
+}

@@ -20,13 +20,12 @@ use queuebox_http::server::{
 use queuebox_http::source::{
     HttpSourceRoute, IntakeRefused, IntakeSettings as RouteSettings, IntakeSink, source_routes,
 };
-use queuebox_store::{InsertOutcome, MigrateRequest, NewInboxRow, SchemaStore};
-use queuebox_store_postgres::PgStore;
+use queuebox_store::{InsertOutcome, MigrateRequest, NewInboxRow, Store};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::commands::{connect, fail, load, runtime, store_error};
+use crate::commands::{fail, load, runtime, store_error};
 use crate::logging;
 use crate::signals::Signals;
 use crate::startup::{self, StartError};
@@ -120,7 +119,7 @@ impl Tasks {
 /// Everything `run` started, in the order the shutdown stops it.
 struct Service {
     config: Config,
-    store: Arc<PgStore>,
+    store: Arc<dyn Store>,
     servers: ServerHandle,
     signals: Signals,
     tasks: Tasks,
@@ -163,7 +162,7 @@ async fn start(config: Config) -> Result<Service, StartError> {
             .await
             .map_err(|err| StartError::new("check the destination addresses", err))?;
     }
-    let store = Arc::new(start_database(&config).await?);
+    let store = start_database(&config).await?;
     // Step 11: the signal handlers exist before any background task starts.
     let signals =
         Signals::install().map_err(|err| StartError::new("install the signal handlers", err))?;
@@ -240,7 +239,7 @@ async fn start(config: Config) -> Result<Service, StartError> {
     let gauges_store = store.clone();
     let gauges_metrics = metrics.clone();
     tasks.spawn("the pool gauges", |cancel| async move {
-        pool_gauges(&gauges_store, &gauges_metrics, cancel).await;
+        pool_gauges(&*gauges_store, &gauges_metrics, cancel).await;
         Ok(())
     });
 
@@ -270,7 +269,7 @@ async fn start(config: Config) -> Result<Service, StartError> {
             // OPS-25: a step after the background tasks started runs the shutdown for what it
             // started, so claimed rows go back to pending instead of waiting for their leases.
             tasks.stop_all().await;
-            store.pool().close();
+            store.close().await;
             tracing::error!("QueueBox did not start. Reason: {}", failure.reason);
             return Err(StartError::reported());
         }
@@ -311,8 +310,8 @@ fn component_names(config: &Config) -> String {
 
 /// Steps 8–10: connect (waiting up to `database.startupTimeoutMs`), migrate when
 /// `database.migrate` is true, then the schema guard, always.
-pub async fn start_database(config: &Config) -> Result<PgStore, StartError> {
-    let store = connect(config).await?;
+pub async fn start_database(config: &Config) -> Result<Arc<dyn Store>, StartError> {
+    let store = wiring::connect_store(config).await?;
     let notify = config.outbox.capture_mode == CaptureMode::Notify;
     if config.database.migrate {
         let request = MigrateRequest {
@@ -326,7 +325,7 @@ pub async fn start_database(config: &Config) -> Result<PgStore, StartError> {
 }
 
 /// OPS-18 `database`: a pooled connection and `SELECT 1` within 2000 ms.
-fn database_check(store: &Arc<PgStore>) -> ReadinessComponent {
+fn database_check(store: &Arc<dyn Store>) -> ReadinessComponent {
     let store = store.clone();
     ReadinessComponent::new("database", move || {
         let store = store.clone();
@@ -356,19 +355,18 @@ fn running_check(
     })
 }
 
-async fn pool_gauges(store: &PgStore, metrics: &Metrics, cancel: CancellationToken) {
+async fn pool_gauges(store: &dyn Store, metrics: &Metrics, cancel: CancellationToken) {
     let mut tick = tokio::time::interval(POOL_GAUGE_INTERVAL);
     loop {
         tokio::select! {
             () = cancel.cancelled() => return,
             _ = tick.tick() => {
-                let status = store.pool().status();
-                let idle = status.available as u64;
+                let status = store.pool_status();
                 metrics.set_db_pool(DbPoolStatus {
-                    active: (status.size as u64).saturating_sub(idle),
-                    idle,
-                    max: status.max_size as u64,
-                    pending: status.waiting as u64,
+                    active: status.active,
+                    idle: status.idle,
+                    max: status.max,
+                    pending: status.pending,
                 });
             }
         }
@@ -411,7 +409,7 @@ impl Service {
             tasks.stop("retention").await; // phase 7
             tasks.stop_all().await;
             servers.stop_management_port().await; // phase 8
-            store.pool().close(); // phase 9: the pool closes last (OPS-28)
+            store.close().await; // phase 9: the pool closes last (OPS-28)
         };
         tokio::select! {
             () = shutdown => {

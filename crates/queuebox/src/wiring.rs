@@ -20,7 +20,9 @@ use queuebox_http::destination::{
     HttpAuth, HttpDestinationSettings, HttpPublisher, LogDestinationSettings, LogPublisher,
     SharedHttp,
 };
+use queuebox_store::Store;
 
+use crate::commands::store_error;
 use crate::startup::StartError;
 
 /// OPS-23 step 5, first half: each configured destination, source and transform must have
@@ -120,10 +122,13 @@ pub fn check_admin(config: &Config) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Only the PostgreSQL store exists in this build.
-pub fn require_postgres(config: &Config) -> Result<(), StartError> {
+/// OPS-24 step 8: the store of `database.type`, connected. The one place that names a concrete
+/// store; everything after it holds the store as `Arc<dyn Store>`.
+pub async fn connect_store(config: &Config) -> Result<Arc<dyn Store>, StartError> {
     match config.database.db_type {
-        DatabaseType::Postgresql => Ok(()),
+        DatabaseType::Postgresql => queuebox_store_postgres::connect(&config.database)
+            .await
+            .map_err(store_error),
         DatabaseType::Sqlite | DatabaseType::Mysql | DatabaseType::Sqlserver => {
             Err(StartError::new(
                 "connect to the database",
