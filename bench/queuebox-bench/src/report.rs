@@ -217,7 +217,7 @@ pub fn render(o: &Outcome) -> String {
     let _ = writeln!(w, "### SQL floor\n");
     let _ = writeln!(
         w,
-        "`qb-sql-floor` runs QueueBox's own statements through `PgStore` on a fresh copy of the \
+        "`qb-sql-floor` runs QueueBox's own statements through the PostgreSQL store on a fresh copy of the \
          same rows: `OutboxStore::claim({})` then `finish` with `Sent` for every claimed row, \
          one after the other on one claimer, until a claim returns nothing; no delivery. \
          (QueueBox itself also has one claimer, but marks from a separate writer task while it \

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use percent_encoding::percent_decode_str;
 
-use crate::model_database::DatabaseType;
+use queuebox_core::database::DatabaseType;
 
 /// The parts of a database URL, parameters under their native names.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -324,7 +324,10 @@ fn parse_mysql(text: &str) -> Result<DbUrl, String> {
 fn parse_sqlite(text: &str) -> Result<DbUrl, String> {
     let path = if let Some(rest) = strip_ci(text, "jdbc:sqlite:") {
         rest
-    } else if strip_ci(text, "sqlite::memory:").is_some() {
+    } else if let Some(rest) = strip_ci(text, "sqlite::memory:") {
+        if !rest.is_empty() {
+            return Err("has text after :memory:".to_owned());
+        }
         ":memory:"
     } else if let Some(rest) = strip_ci(text, "sqlite://") {
         rest

@@ -7,7 +7,6 @@ mod env;
 mod load;
 mod mask;
 mod model;
-mod model_database;
 mod model_destination;
 mod model_source;
 mod node;
@@ -39,7 +38,6 @@ pub use model::{
     OutboxConfig, OutboxRetention, OutboxRetentionPolicy, RelayConfig, RetentionConfig,
     ServerConfig, SignaturePayloadFormat, TransformConfig,
 };
-pub use model_database::{DatabaseConfig, DatabaseTarget, DatabaseType, PgSslMode, PostgresTarget};
 pub use model_destination::{
     Address, AddressColumn, DeliveryMode, Destination, DestinationAuth, DestinationKind,
     ExchangeType, HttpDestination, KafkaDestination, KafkaSasl, KafkaSecurity, LogDestination,
@@ -48,4 +46,9 @@ pub use model_destination::{
 pub use model_source::{
     AttributeHeaders, AutoOffsetReset, BrokerAttributes, Consumption, Filter, FilterRule,
     FilterTest, HttpSource, KafkaSource, NatsSource, RabbitmqSource, RateLimit, Source, SourceKind,
+};
+/// The `database` section's types live in core, so the stores use them without this crate.
+pub use queuebox_core::database::{
+    DatabaseConfig, DatabaseTarget, DatabaseType, MysqlSslMode, MysqlTarget, PgSslMode,
+    PostgresTarget, SqliteTarget,
 };

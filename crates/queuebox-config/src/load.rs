@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use crate::diag::{Diagnostic, Diagnostics, LoadError, sort_warnings};
 use crate::env;
 use crate::model::Config;
-use crate::model_database::DatabaseType;
 use crate::node::{Node, parse_yaml};
 use crate::parse_database::read_database;
 use crate::parse_retention::read_retention;
@@ -19,6 +18,7 @@ use crate::placeholder::io_reason;
 use crate::read::{Cx, Sec, join};
 use crate::rules;
 use crate::values::valid_name;
+use queuebox_core::database::DatabaseType;
 
 /// Where the configuration comes from. `load` reads nothing of the real process: the binary
 /// passes its environment and working directory, tests pass their own.

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use queuebox_core::Secret;
 
-use crate::model_database::DatabaseConfig;
 use crate::model_destination::{Destination, Route};
 use crate::model_source::Source;
+use queuebox_core::database::DatabaseConfig;
 
 /// The whole validated configuration (CFG-34).
 #[derive(Clone, Debug)]

@@ -1,16 +1,19 @@
 //! Reading `database` (config.md §6) into `DatabaseConfig`, with the database rules
 //! CFG-41 and CFG-87..91.
 
+use std::path::Path;
+
 use queuebox_core::{InboxColumns, OutboxColumns, Secret, SqlIdentifier, TableLayout};
 
 use crate::dburl::{self, DbUrl};
 use crate::mask::mask_url;
-use crate::model_database::{
-    DatabaseConfig, DatabaseTarget, DatabaseType, PgSslMode, PostgresTarget,
-};
 use crate::node::Node;
 use crate::read::{Cx, Sec};
 use crate::values::{self as v, Range};
+use queuebox_core::database::{
+    DatabaseConfig, DatabaseTarget, DatabaseType, MysqlSslMode, MysqlTarget, PgSslMode,
+    PostgresTarget, SqliteTarget,
+};
 
 const KEYS: &[&str] = &[
     "type",
@@ -101,7 +104,8 @@ pub(crate) fn read_database(cx: &mut Cx<'_>, node: Option<&Node>) -> DatabaseCon
         .unwrap_or_default();
     let mut config = DatabaseConfig {
         db_type,
-        target: DatabaseTarget::Other {
+        // Stands in until the URL parses; a section with an error yields no `Config` at all.
+        target: DatabaseTarget::Sqlserver {
             url: url.clone().unwrap_or_default(),
         },
         masked_url,
@@ -129,11 +133,44 @@ pub(crate) fn read_database(cx: &mut Cx<'_>, node: Option<&Node>) -> DatabaseCon
         Some(path) => cx.cwd.join(path).display().to_string(),
         None => format!("{}:{}", parts.host, parts.port),
     };
-    if db_type == DatabaseType::Postgresql {
-        let password = password.or_else(|| parts.password.clone().map(Secret::new));
-        config.target = DatabaseTarget::Postgres(postgres_target(parts, user, password));
-    }
+    let password = password.or_else(|| parts.password.clone().map(Secret::new));
+    config.target = match db_type {
+        DatabaseType::Postgresql => {
+            DatabaseTarget::Postgres(postgres_target(parts, user, password))
+        }
+        DatabaseType::Mysql => DatabaseTarget::Mysql(mysql_target(parts, user, password)),
+        DatabaseType::Sqlite => DatabaseTarget::Sqlite(sqlite_target(&parts, cx.cwd)),
+        DatabaseType::Sqlserver => DatabaseTarget::Sqlserver { url },
+    };
     config
+}
+
+/// The MySQL parts; `dburl` has checked the mode and that a database is named.
+fn mysql_target(parts: DbUrl, user: Option<String>, password: Option<Secret>) -> MysqlTarget {
+    let ssl_mode = match parts.params.get("ssl-mode").map(String::as_str) {
+        Some("disabled") => MysqlSslMode::Disabled,
+        Some("required") => MysqlSslMode::Required,
+        Some("verify_ca") => MysqlSslMode::VerifyCa,
+        Some("verify_identity") => MysqlSslMode::VerifyIdentity,
+        _ => MysqlSslMode::Preferred,
+    };
+    MysqlTarget {
+        host: parts.host,
+        port: parts.port,
+        database: parts.database.unwrap_or_default(),
+        user: user.unwrap_or_default(),
+        password: password.unwrap_or_default(),
+        ssl_mode,
+        ssl_ca: parts.params.get("ssl-ca").cloned(),
+    }
+}
+
+/// CFG-42 and CFG-7: `:memory:`, or the file resolved against the working directory.
+fn sqlite_target(parts: &DbUrl, cwd: &Path) -> SqliteTarget {
+    match parts.sqlite.as_deref() {
+        Some(":memory:") | None => SqliteTarget::Memory,
+        Some(path) => SqliteTarget::File(cwd.join(path)),
+    }
 }
 
 fn parse_url(cx: &mut Cx<'_>, url: &str, db_type: DatabaseType) -> Option<DbUrl> {

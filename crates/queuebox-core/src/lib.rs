@@ -3,6 +3,7 @@
 //! the connectors (intake, source, destination, readiness).
 
 pub mod correlation;
+pub mod database;
 pub mod destination;
 pub mod filter;
 pub mod glob;

@@ -10,6 +10,14 @@ pub struct RetryPolicy {
     pub max_delay_ms: u64,
 }
 
+/// A row's `attempt`: the failed deliveries so far, 0 before the first delivery (OUT-26).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Attempt(pub i32);
+
+/// A row's `max_attempts`: the most deliveries it gets (OUT-6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MaxAttempts(pub i32);
+
 /// What a failed delivery does to the row (OUT-28).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FailureFate {
@@ -46,8 +54,8 @@ impl RetryPolicy {
     /// `max_attempts` below 1 behaves as 1 (OUT-6).
     pub fn fate(
         &self,
-        attempt: i32,
-        max_attempts: i32,
+        Attempt(attempt): Attempt,
+        MaxAttempts(max_attempts): MaxAttempts,
         retry_after: Option<Duration>,
         jitter: f64,
     ) -> FailureFate {
@@ -100,7 +108,12 @@ mod tests {
 
     #[test]
     fn out_30_retry_after_replaces_backoff_and_is_clamped() {
-        let fate = DEFAULTS.fate(0, 5, Some(Duration::from_secs(2)), 0.9);
+        let fate = DEFAULTS.fate(
+            Attempt(0),
+            MaxAttempts(5),
+            Some(Duration::from_secs(2)),
+            0.9,
+        );
         assert_eq!(
             fate,
             FailureFate::Retry {
@@ -108,7 +121,12 @@ mod tests {
                 delay: Duration::from_secs(2)
             }
         );
-        let fate = DEFAULTS.fate(0, 5, Some(Duration::from_secs(3600)), 0.0);
+        let fate = DEFAULTS.fate(
+            Attempt(0),
+            MaxAttempts(5),
+            Some(Duration::from_secs(3600)),
+            0.0,
+        );
         assert_eq!(
             fate,
             FailureFate::Retry {
@@ -121,15 +139,20 @@ mod tests {
     #[test]
     fn out_28_last_delivery_makes_the_row_dead_even_with_retry_after() {
         assert_eq!(
-            DEFAULTS.fate(4, 5, Some(Duration::from_secs(1)), 0.0),
+            DEFAULTS.fate(
+                Attempt(4),
+                MaxAttempts(5),
+                Some(Duration::from_secs(1)),
+                0.0
+            ),
             FailureFate::Dead { attempt: 5 }
         );
         assert_eq!(
-            DEFAULTS.fate(2, 3, None, 0.0),
+            DEFAULTS.fate(Attempt(2), MaxAttempts(3), None, 0.0),
             FailureFate::Dead { attempt: 3 }
         );
         assert!(matches!(
-            DEFAULTS.fate(1, 3, None, 0.0),
+            DEFAULTS.fate(Attempt(1), MaxAttempts(3), None, 0.0),
             FailureFate::Retry { attempt: 2, .. }
         ));
     }
@@ -137,11 +160,11 @@ mod tests {
     #[test]
     fn out_6_max_attempts_below_one_behaves_as_one() {
         assert_eq!(
-            DEFAULTS.fate(0, 0, None, 0.0),
+            DEFAULTS.fate(Attempt(0), MaxAttempts(0), None, 0.0),
             FailureFate::Dead { attempt: 1 }
         );
         assert_eq!(
-            DEFAULTS.fate(0, -3, None, 0.0),
+            DEFAULTS.fate(Attempt(0), MaxAttempts(-3), None, 0.0),
             FailureFate::Dead { attempt: 1 }
         );
     }

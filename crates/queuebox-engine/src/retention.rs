@@ -12,8 +12,8 @@ use queuebox_store::{RetentionRule, RetentionStore};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::EngineError;
-use queuebox_telemetry::{Metrics, Table};
 use crate::repeat::RepeatLog;
+use queuebox_telemetry::{Metrics, Table};
 
 /// The retention of one table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

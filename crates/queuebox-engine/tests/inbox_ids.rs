@@ -3,12 +3,11 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use queuebox_telemetry::{Metrics, Table};
 use queuebox_engine::retention::{Retention, RetentionSettings, TableRetention};
 use queuebox_store::RetentionRule;
+use queuebox_telemetry::{Metrics, Table};
 use support::TestDb;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -62,7 +61,7 @@ async fn wait_for_run(metrics: &Metrics, runs: u64) {
 async fn ret_10_each_run_updates_deleted_duration_and_last_run_also_after_a_failure() {
     let db = TestDb::new("ret10").await;
     old_processed(&db, 5).await;
-    let store = Arc::new(db.store().await);
+    let store = db.store().await;
     let settings = RetentionSettings {
         outbox: None,
         inbox: Some(TableRetention {

@@ -11,9 +11,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use queuebox_core::intake::{IntakeOutcome, StoredState};
 use queuebox_engine::intake::writer::{IntakeWriter, WriterHandle, WriterSettings};
+use queuebox_store::{Consumption, InsertOutcome, NewInboxRow, Schedule, Store, StoreError};
 use queuebox_telemetry::{InboxStatus, Metrics};
-use queuebox_store::{Consumption, InsertOutcome, IntakeStore, NewInboxRow, Schedule, StoreError};
-use queuebox_store_postgres::PgStore;
 use support::{Hooked, InboxHooks, TestDb};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -33,7 +32,7 @@ struct Counting {
 impl InboxHooks for Counting {
     async fn insert_batch(
         &self,
-        store: &PgStore,
+        store: &dyn Store,
         rows: &[NewInboxRow],
     ) -> Result<Vec<InsertOutcome>, StoreError> {
         if self.batches.fetch_add(1, Ordering::SeqCst) == 0 {

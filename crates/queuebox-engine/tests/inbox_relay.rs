@@ -12,10 +12,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use queuebox_core::template::{Template, TemplateFields};
 use queuebox_engine::EngineError;
-use queuebox_telemetry::{Component, InboxStatus, Metrics};
 use queuebox_engine::relay::{Relay, RelaySettings, RelaySource};
-use queuebox_store::{Claim, ForwardedRow, RelayStore, StoreAction, StoreError};
-use queuebox_store_postgres::PgStore;
+use queuebox_store::{Claim, ForwardedRow, RelayStore, Store, StoreAction, StoreError};
+use queuebox_telemetry::{Component, InboxStatus, Metrics};
 use support::{Hooked, InboxHooks, TestDb};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -176,7 +175,7 @@ struct Wrapped {
 }
 
 impl Wrapped {
-    fn new(store: PgStore) -> Hooked<Self> {
+    fn new(store: Arc<dyn Store>) -> Hooked<Self> {
         Hooked {
             store,
             hooks: Self {
@@ -193,7 +192,7 @@ impl Wrapped {
 impl InboxHooks for Wrapped {
     async fn relay_forward(
         &self,
-        store: &PgStore,
+        store: &dyn Store,
         claim: Claim,
         row: &ForwardedRow,
     ) -> Result<bool, StoreError> {
@@ -232,7 +231,7 @@ async fn rly_10_11_a_push_row_is_forwarded_once_with_its_columns_and_identity_he
     row.correlation = Some("corr-1");
     let ids = insert(&db, &[row]).await;
     let relay = Running::start(
-        Arc::new(db.store().await),
+        db.store().await,
         vec![source("partner", "partner.{{ eventType }}")],
         settings(),
     );
@@ -315,7 +314,7 @@ async fn inb_3_rly_2_the_relay_never_touches_pull_rows_or_rows_of_unconfigured_s
     let push = InboxRow::push("push-1", Some("order-3"));
     insert(&db, &[pull, other, push]).await;
     let relay = Running::start(
-        Arc::new(db.store().await),
+        db.store().await,
         vec![source("partner", "{{ source }}")],
         settings(),
     );
@@ -348,8 +347,8 @@ async fn rly_3_two_relays_over_200_rows_keep_each_aggregate_in_inbox_order_in_th
     let mut s = settings();
     s.batch_size = 7;
     let sources = || vec![source("partner", "orders.{{ eventType }}")];
-    let a = Running::start(Arc::new(db.store().await), sources(), s.clone());
-    let b = Running::start(Arc::new(db.store().await), sources(), s);
+    let a = Running::start(db.store().await, sources(), s.clone());
+    let b = Running::start(db.store().await, sources(), s);
     wait_for(
         &db,
         "SELECT count(*) FROM inbox WHERE state = 'processed'",
@@ -390,7 +389,7 @@ async fn rly_9_an_invalid_topic_sends_the_row_to_dead_and_writes_no_outbox_row()
     row.event_type = None;
     let ids = insert(&db, &[row]).await;
     let relay = Running::start(
-        Arc::new(db.store().await),
+        db.store().await,
         vec![source("partner", "{{ eventType }}")],
         settings(),
     );

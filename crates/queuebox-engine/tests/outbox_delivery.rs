@@ -4,7 +4,6 @@
 mod support;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queuebox_core::destination::Outcome;
@@ -20,11 +19,7 @@ async fn out_36_three_rows_of_one_key_arrive_in_insert_order_with_concurrency_8(
         .insert(&[NewRow::new("order.created", Some("k")); 3])
         .await;
     let recorder = Recorder::accepting();
-    let poller = Running::start(
-        Arc::new(db.store().await),
-        routes(&recorder, true),
-        settings(),
-    );
+    let poller = Running::start(db.store().await, routes(&recorder, true), settings());
     db.wait_for_state(&ids, "sent", LIMIT).await;
     assert_eq!(recorder.ids(), ids, "insert order");
     assert_eq!(poller.metrics.outbox_messages(OutboxStatus::Sent).get(), 3);
@@ -48,8 +43,8 @@ async fn out_36_two_pollers_200_rows_over_10_keys_each_key_in_order_none_lost_no
     let (r1, r2) = (Recorder::new(plan), Recorder::new(plan));
     let mut small = settings();
     small.batch_size = 7;
-    let p1 = Running::start(Arc::new(db.store().await), routes(&r1, true), small.clone());
-    let p2 = Running::start(Arc::new(db.store().await), routes(&r2, true), small);
+    let p1 = Running::start(db.store().await, routes(&r1, true), small.clone());
+    let p2 = Running::start(db.store().await, routes(&r2, true), small);
     db.wait_for_state(&ids, "sent", LIMIT).await;
     let mut all = r1.deliveries();
     all.extend(r2.deliveries());
@@ -99,7 +94,7 @@ async fn out_36_head_failing_once_holds_rows_2_and_3_until_it_is_sent() {
     });
     let mut s = settings();
     s.retry.base_delay_ms = 400;
-    let poller = Running::start(Arc::new(db.store().await), routes(&recorder, true), s);
+    let poller = Running::start(db.store().await, routes(&recorder, true), s);
     recorder.wait_for(1, LIMIT).await;
     // While the head waits for its retry, the rest of its key stays pending.
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -140,11 +135,7 @@ async fn out_35_a_dead_head_releases_its_key() {
             Outcome::Delivered
         },
     });
-    let poller = Running::start(
-        Arc::new(db.store().await),
-        routes(&recorder, true),
-        settings(),
-    );
+    let poller = Running::start(db.store().await, routes(&recorder, true), settings());
     db.wait_for_state(&ids[1..], "sent", LIMIT).await;
     let dead = db.row(head).await;
     assert_eq!((dead.state.as_str(), dead.attempt), ("dead", 1));
@@ -162,7 +153,7 @@ async fn out_37_keyless_rows_are_published_in_parallel() {
     let recorder = Recorder::slow(Duration::from_millis(300));
     let mut s = settings();
     s.concurrency = 4;
-    let store = Arc::new(db.store().await);
+    let store = db.store().await;
     let started = Instant::now();
     let poller = Running::start(store, routes(&recorder, true), s);
     db.wait_for_state(&ids, "sent", LIMIT).await;
@@ -202,11 +193,7 @@ async fn out_28_max_attempts_3_gives_x_attempt_0_1_2_then_dead_with_attempt_3() 
         delay: Duration::ZERO,
         outcome: Outcome::failed("500 Internal Server Error, password=hunter2"),
     });
-    let poller = Running::start(
-        Arc::new(db.store().await),
-        routes(&recorder, true),
-        settings(),
-    );
+    let poller = Running::start(db.store().await, routes(&recorder, true), settings());
     db.wait_for_state(&ids, "dead", LIMIT).await;
     let attempts: Vec<i32> = recorder.deliveries().iter().map(|d| d.attempt).collect();
     assert_eq!(attempts, vec![0, 1, 2]);
@@ -243,11 +230,7 @@ async fn out_30_retry_after_2_s_schedules_the_next_delivery_2_s_later() {
             Outcome::Delivered
         },
     });
-    let poller = Running::start(
-        Arc::new(db.store().await),
-        routes(&recorder, true),
-        settings(),
-    );
+    let poller = Running::start(db.store().await, routes(&recorder, true), settings());
     recorder.wait_for(1, LIMIT).await;
     let started = Instant::now();
     let waiting = loop {
@@ -285,11 +268,7 @@ async fn out_23_a_topic_with_no_route_goes_dead_with_attempt_0() {
         ])
         .await;
     let recorder = Recorder::accepting();
-    let poller = Running::start(
-        Arc::new(db.store().await),
-        routes(&recorder, false),
-        settings(),
-    );
+    let poller = Running::start(db.store().await, routes(&recorder, false), settings());
     db.wait_for_state(&ids[..1], "dead", LIMIT).await;
     db.wait_for_state(&ids[1..], "sent", LIMIT).await;
     let dead = db.row(ids[0]).await;
@@ -315,7 +294,7 @@ async fn out_56_a_wake_up_ends_the_idle_wait_at_once() {
     let recorder = Recorder::accepting();
     let mut s = settings();
     s.poll_interval = Duration::from_secs(30);
-    let poller = Running::start(Arc::new(db.store().await), routes(&recorder, true), s);
+    let poller = Running::start(db.store().await, routes(&recorder, true), s);
     // Let the first (empty) cycle run, so the poller sleeps its 30 s.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let ids = db.insert(&[NewRow::new("order.created", None)]).await;
@@ -347,7 +326,7 @@ async fn met_6_pending_gauges_are_refreshed_in_the_background() {
     let recorder = Recorder::accepting();
     let mut s = settings();
     s.pending_gauge_interval = Duration::from_millis(100);
-    let poller = Running::start(Arc::new(db.store().await), routes(&recorder, true), s);
+    let poller = Running::start(db.store().await, routes(&recorder, true), s);
     tokio::time::sleep(Duration::from_millis(400)).await;
     let text = poller.metrics.render();
     assert!(

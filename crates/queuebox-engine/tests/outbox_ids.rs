@@ -9,13 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use queuebox_core::{Destination, DestinationType, Outcome, OutgoingMessage, ReadinessComponent};
 use queuebox_core::glob::TopicGlob;
 use queuebox_core::redact::redact;
-use queuebox_telemetry::{Component, OutboxStatus, PublishOutcome};
+use queuebox_core::{Destination, DestinationType, Outcome, OutgoingMessage, ReadinessComponent};
 use queuebox_engine::outbox::Route;
-use queuebox_store::{Claim, ClaimedRow, OutboxStore, PendingStats, StoreError, TerminalWrite};
-use queuebox_store_postgres::PgStore;
+use queuebox_store::{
+    Claim, ClaimedRow, OutboxStore, PendingStats, Store, StoreError, TerminalWrite,
+};
+use queuebox_telemetry::{Component, OutboxStatus, PublishOutcome};
 use support::{
     Faulty, NewRow, Plan, Recorder, Running, TestDb, capture_logs, lines_about, routes, settings,
 };
@@ -119,12 +120,12 @@ impl Destination for Timed {
 
 /// The real store, recording every claim: when, how many rows asked, how many returned.
 struct Counting {
-    inner: PgStore,
+    inner: Arc<dyn Store>,
     claims: Mutex<Vec<(Instant, u32, usize)>>,
 }
 
 impl Counting {
-    fn new(inner: PgStore) -> Arc<Self> {
+    fn new(inner: Arc<dyn Store>) -> Arc<Self> {
         Arc::new(Self {
             inner,
             claims: Mutex::new(Vec::new()),
@@ -174,7 +175,7 @@ async fn out_20_publish_first_then_mark_sent() {
     let id = insert_minimal(&db, "order.created").await;
     let publisher = Timed::new("slow", DestinationType::Log, Duration::from_millis(700));
     let poller = Running::start(
-        Arc::new(db.store().await),
+        db.store().await,
         catch_all(Arc::clone(&publisher) as _),
         settings(),
     );
@@ -229,11 +230,7 @@ async fn out_26_first_delivery_carries_attempt_zero() {
             Outcome::Delivered
         },
     });
-    let poller = Running::start(
-        Arc::new(db.store().await),
-        routes(&recorder, true),
-        settings(),
-    );
+    let poller = Running::start(db.store().await, routes(&recorder, true), settings());
     db.wait_for_state(&[id], "sent", LIMIT).await;
     let attempts: Vec<i32> = recorder.deliveries().iter().map(|d| d.attempt).collect();
     assert_eq!(attempts, vec![0, 1]);
@@ -258,7 +255,7 @@ async fn out_27_each_failed_delivery_raises_attempt_by_one() {
     });
     let mut s = settings();
     s.retry.base_delay_ms = 150;
-    let poller = Running::start(Arc::new(db.store().await), routes(&recorder, true), s);
+    let poller = Running::start(db.store().await, routes(&recorder, true), s);
     let mut seen = Vec::new();
     let started = Instant::now();
     loop {
@@ -311,7 +308,7 @@ async fn out_27_a_reclaim_and_a_lost_claim_never_raise_attempt() {
     let mut s = settings();
     s.claim_timeout = Duration::from_millis(600);
     s.shutdown_timeout = Duration::from_millis(200);
-    let poller = Running::start(Arc::new(db.store().await), routes(&recorder, true), s);
+    let poller = Running::start(db.store().await, routes(&recorder, true), s);
     db.wait_for_state(&[crashed], "sent", LIMIT).await;
     let started = Instant::now();
     while !recorder.ids().contains(&stolen) {
@@ -372,11 +369,7 @@ async fn out_32_a_400_and_a_500_are_both_failed_deliveries_until_dead() {
             "HTTP 500: Internal Server Error"
         }),
     });
-    let poller = Running::start(
-        Arc::new(db.store().await),
-        routes(&recorder, true),
-        settings(),
-    );
+    let poller = Running::start(db.store().await, routes(&recorder, true), settings());
     db.wait_for_state(&ids, "dead", LIMIT).await;
     for id in &ids {
         let attempts: Vec<i32> = recorder
@@ -431,11 +424,7 @@ async fn out_33_last_error_and_logs_are_redacted_and_dead_rows_keep_payload_and_
         delay: Duration::ZERO,
         outcome: Outcome::failed(failure.clone()),
     });
-    let poller = Running::start(
-        Arc::new(db.store().await),
-        routes(&recorder, false),
-        settings(),
-    );
+    let poller = Running::start(db.store().await, routes(&recorder, false), settings());
     db.wait_for_state(&ids, "dead", LIMIT).await;
 
     let expected = redact(&reason);
@@ -545,7 +534,7 @@ async fn out_53_at_most_batch_size_held_and_concurrency_publishing_in_claim_orde
     let mut s = settings();
     s.batch_size = 3;
     s.concurrency = 2;
-    let poller = Running::start(Arc::new(db.store().await), routes(&recorder, true), s);
+    let poller = Running::start(db.store().await, routes(&recorder, true), s);
     let mut most_held = 0;
     let started = Instant::now();
     while db.count("sent").await < 9 {
@@ -695,7 +684,7 @@ async fn out_59_shutdown_never_raises_attempt_or_counts_a_failure() {
     let mut s = settings();
     s.concurrency = 1;
     s.shutdown_timeout = Duration::from_millis(200);
-    let poller = Running::start(Arc::new(db.store().await), routes(&recorder, true), s);
+    let poller = Running::start(db.store().await, routes(&recorder, true), s);
     recorder.wait_for(1, LIMIT).await;
     let metrics = poller.metrics.clone();
     poller.stop(LIMIT).await.expect("clean stop");
@@ -796,11 +785,7 @@ async fn out_61_every_row_log_line_carries_the_row_fields() {
             Outcome::Delivered
         },
     });
-    let poller = Running::start(
-        Arc::new(db.store().await),
-        routes(&recorder, false),
-        settings(),
-    );
+    let poller = Running::start(db.store().await, routes(&recorder, false), settings());
     db.wait_for_state(&[ids[0], ids[2]], "dead", LIMIT).await;
     db.wait_for_state(&ids[1..2], "sent", LIMIT).await;
     poller.stop(LIMIT).await.expect("clean stop");
@@ -865,11 +850,7 @@ async fn dst_3_a_failure_never_makes_a_row_dead_before_its_last_attempt() {
             _ => Outcome::failed("HTTP 404: Not Found"),
         },
     });
-    let poller = Running::start(
-        Arc::new(db.store().await),
-        routes(&recorder, true),
-        settings(),
-    );
+    let poller = Running::start(db.store().await, routes(&recorder, true), settings());
     let mut seen: Vec<(String, i32)> = Vec::new();
     let started = Instant::now();
     loop {
@@ -912,7 +893,7 @@ async fn dst_6_each_publish_records_duration_by_type_and_outcome_by_destination(
         .await;
     let publisher = Timed::new("billing", DestinationType::Http, Duration::from_millis(120));
     let poller = Running::start(
-        Arc::new(db.store().await),
+        db.store().await,
         catch_all(Arc::clone(&publisher) as _),
         settings(),
     );

@@ -35,7 +35,7 @@ async fn out_44_lease_shorter_than_a_slow_publish_logs_the_duplicate_and_the_oth
     // otherwise race B for the reclaimed row and deliver it again).
     a_store.fail_claims.store(usize::MAX, Ordering::SeqCst);
     let b_dest = Recorder::accepting();
-    let b = Running::start(Arc::new(db.store().await), routes(&b_dest, true), s);
+    let b = Running::start(db.store().await, routes(&b_dest, true), s);
     db.wait_for_state(&ids, "sent", LIMIT).await;
     assert_eq!(b_dest.ids(), ids, "the other replica delivered it");
     // A's publish ends, its sent mark finds the claim gone: a duplicate, counted and logged.
@@ -72,7 +72,7 @@ async fn out_43_a_renewal_that_finds_the_claim_taken_stops_the_publish_and_write
     let mut s = settings();
     s.claim_timeout = Duration::from_millis(600);
     let dest = Recorder::slow(Duration::from_secs(5));
-    let poller = Running::start(Arc::new(db.store().await), routes(&dest, true), s);
+    let poller = Running::start(db.store().await, routes(&dest, true), s);
     let ids = db.insert(&[NewRow::new("order.created", None)]).await;
     dest.wait_for(1, LIMIT).await;
     // Another owner took the row (as after a reclaim and a new claim): a new token.
@@ -112,7 +112,7 @@ async fn out_58_shutdown_during_a_slow_publish_releases_unstarted_rows_at_once_w
     let dest = Recorder::slow(Duration::from_millis(1500));
     let mut s = settings();
     s.concurrency = 1;
-    let poller = Running::start(Arc::new(db.store().await), routes(&dest, true), s);
+    let poller = Running::start(db.store().await, routes(&dest, true), s);
     dest.wait_for(1, LIMIT).await;
     let publishing = dest.ids()[0];
     poller.cancel.cancel();
@@ -145,7 +145,7 @@ async fn out_58_a_publish_past_the_shutdown_timeout_is_abandoned_without_a_write
     let dest = Recorder::slow(Duration::from_secs(10));
     let mut s = settings();
     s.shutdown_timeout = Duration::from_millis(300);
-    let poller = Running::start(Arc::new(db.store().await), routes(&dest, true), s);
+    let poller = Running::start(db.store().await, routes(&dest, true), s);
     dest.wait_for(1, LIMIT).await;
     let started = Instant::now();
     poller
@@ -180,7 +180,7 @@ async fn out_46_an_expired_lease_is_reclaimed_at_start_and_delivered_with_the_sa
         .await
         .expect("simulate the crash");
     let dest = Recorder::accepting();
-    let poller = Running::start(Arc::new(db.store().await), routes(&dest, true), settings());
+    let poller = Running::start(db.store().await, routes(&dest, true), settings());
     db.wait_for_state(&ids, "sent", LIMIT).await;
     assert_eq!(dest.ids(), ids, "same X-Message-Id");
     assert_eq!(

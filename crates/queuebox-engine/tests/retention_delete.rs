@@ -10,10 +10,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use queuebox_engine::EngineError;
-use queuebox_telemetry::{Metrics, Table};
 use queuebox_engine::retention::{Retention, RetentionSettings, TableRetention};
-use queuebox_store::{RetentionRule, RetentionStore, StoreError};
-use queuebox_store_postgres::PgStore;
+use queuebox_store::{RetentionRule, Store, StoreError};
+use queuebox_telemetry::{Metrics, Table};
 use support::{Hooked, InboxHooks, TestDb};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -33,7 +32,7 @@ struct Counting {
 impl InboxHooks for Counting {
     async fn retention_delete(
         &self,
-        store: &PgStore,
+        store: &dyn Store,
         rule: RetentionRule,
         batch: u32,
     ) -> Result<u64, StoreError> {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use queuebox_core::Secret;
 use queuebox_core::{Destination, DestinationType, Outcome};
 use queuebox_http::destination::{
-    DestinationError, HttpAuth, HttpDestinationSettings, HttpDestination, SharedHttp,
+    DestinationError, HttpAuth, HttpDestination, HttpDestinationSettings, SharedHttp,
 };
 use support::{Receiver, Reply, message};
 use url::Url;
@@ -27,7 +27,11 @@ fn settings(base_url: Url) -> HttpDestinationSettings {
 }
 
 fn publisher(settings: HttpDestinationSettings) -> HttpDestination {
-    HttpDestination::new(settings, &SharedHttp::new(queuebox_telemetry::Metrics::new("test"))).unwrap()
+    HttpDestination::new(
+        settings,
+        &SharedHttp::new(queuebox_telemetry::Metrics::new("test")),
+    )
+    .unwrap()
 }
 
 fn failure(outcome: &Outcome) -> (&str, Option<Duration>) {
@@ -436,9 +440,12 @@ async fn dst_8_31_start_errors_name_the_key_and_never_the_secret() {
     let with = |f: &dyn Fn(&mut HttpDestinationSettings)| {
         let mut s = settings(base.clone());
         f(&mut s);
-        let err = HttpDestination::new(s, &SharedHttp::new(queuebox_telemetry::Metrics::new("test")))
-            .err()
-            .expect("start must fail");
+        let err = HttpDestination::new(
+            s,
+            &SharedHttp::new(queuebox_telemetry::Metrics::new("test")),
+        )
+        .err()
+        .expect("start must fail");
         assert!(!err.to_string().contains("hunter2"), "{err}");
         assert!(!format!("{err:?}").contains("hunter2"), "{err:?}");
         err

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use queuebox_core::Secret;
 use queuebox_core::{Destination, DestinationType, Outcome};
-use queuebox_http::destination::{DestinationError, LogDestinationSettings, LogDestination};
+use queuebox_http::destination::{DestinationError, LogDestination, LogDestinationSettings};
 use support::message;
 
 /// A fresh directory per test, so tests run in parallel; removed when the test ends.
@@ -212,7 +212,9 @@ async fn dst_50_standard_output_is_the_default() {
 async fn dst_8_a_reserved_static_header_stops_the_start() {
     let mut settings = settings(None);
     settings.static_headers = vec![("X-Attempt".to_owned(), Secret::new("9"))];
-    let err = LogDestination::open(settings).err().expect("start must fail");
+    let err = LogDestination::open(settings)
+        .err()
+        .expect("start must fail");
     assert!(
         matches!(err, DestinationError::ReservedHeader { .. }),
         "{err}"

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use queuebox_config::{DatabaseConfig, PgSslMode, PostgresTarget};
+use queuebox_core::database::{DatabaseConfig, PgSslMode, PostgresTarget};
 use queuebox_store::StoreError;
 use tokio::time::Instant;
 use tokio_postgres::config::SslMode;

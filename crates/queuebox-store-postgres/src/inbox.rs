@@ -17,7 +17,6 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::outbox::{claim_arrays, millis};
-use crate::redact;
 use crate::store::PgStore;
 
 /// RLY-4: the candidate bound of a relay claim, min(max(3 × limit, 50), 500). Every aggregate
@@ -126,11 +125,6 @@ fn relay_row(row: &Row) -> Result<RelayRow, tokio_postgres::Error> {
 }
 
 impl PgStore {
-    /// The redacted `UseDatabase` error of a driver error.
-    fn pg_fail(&self, during: &'static str) -> impl Fn(tokio_postgres::Error) -> StoreError + '_ {
-        move |e| self.outbox_error(during)(redact::pg_error(&e, &self.password))
-    }
-
     /// Runs one row-count statement on one pooled connection.
     async fn execute(
         &self,

@@ -15,7 +15,6 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use crate::redact;
 use crate::store::PgStore;
 
 /// Outcome codes of `finish.sql`, which maps them to state literals (SCH-9).
@@ -90,19 +89,19 @@ impl FinishArrays {
 }
 
 impl PgStore {
-    pub(crate) fn outbox_error(&self, during: &'static str) -> impl Fn(String) -> StoreError {
-        move |reason| StoreError::Database {
-            action: StoreAction::UseDatabase,
-            during,
-            reason,
-        }
+    /// A driver error as the store error of its kind (`classify.rs`), redacted.
+    pub(crate) fn pg_fail(
+        &self,
+        during: &'static str,
+    ) -> impl Fn(tokio_postgres::Error) -> StoreError + '_ {
+        move |e| self.pg_error(StoreAction::UseDatabase, during, &e)
     }
 
     pub(crate) async fn client(&self, during: &'static str) -> Result<Object, StoreError> {
         self.pool
             .get()
             .await
-            .map_err(|e| self.outbox_error(during)(redact::pool_error(&e, &self.password)))
+            .map_err(|e| self.pool_error(StoreAction::UseDatabase, during, &e))
     }
 
     /// Runs one statement on one pooled connection and returns its rows.
@@ -113,21 +112,9 @@ impl PgStore {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
         let client = self.client(during).await?;
-        let fail = |e: tokio_postgres::Error| {
-            let reason = redact::pg_error(&e, &self.password);
-            // SQLSTATE class 22 (data exception): the data itself is refused; see DataRejected.
-            if e.code().is_some_and(|code| code.code().starts_with("22")) {
-                StoreError::DataRejected {
-                    action: StoreAction::UseDatabase,
-                    during,
-                    reason,
-                }
-            } else {
-                self.outbox_error(during)(reason)
-            }
-        };
-        let statement = client.prepare_cached(sql).await.map_err(fail)?;
-        client.query(&statement, params).await.map_err(fail)
+        let fail = self.pg_fail(during);
+        let statement = client.prepare_cached(sql).await.map_err(&fail)?;
+        client.query(&statement, params).await.map_err(&fail)
     }
 
     /// The (id, token) answer of a fenced write, as claims.
@@ -146,7 +133,7 @@ impl PgStore {
                 })
             })
             .collect::<Result<_, tokio_postgres::Error>>()
-            .map_err(|e| self.outbox_error(during)(redact::pg_error(&e, &self.password)))
+            .map_err(self.pg_fail(during))
     }
 }
 
@@ -184,7 +171,7 @@ impl OutboxStore for PgStore {
         rows.iter()
             .map(claimed_row)
             .collect::<Result<_, _>>()
-            .map_err(|e| self.outbox_error(DURING)(redact::pg_error(&e, &self.password)))
+            .map_err(self.pg_fail(DURING))
     }
 
     async fn renew(&self, claims: &[Claim], lease: Duration) -> Result<Vec<Claim>, StoreError> {
@@ -236,14 +223,12 @@ impl OutboxStore for PgStore {
     async fn reclaim_expired(&self) -> Result<u64, StoreError> {
         const DURING: &str = "reclaiming expired outbox leases";
         let client = self.client(DURING).await?;
-        let fail = |e: tokio_postgres::Error| {
-            self.outbox_error(DURING)(redact::pg_error(&e, &self.password))
-        };
+        let fail = self.pg_fail(DURING);
         let statement = client
             .prepare_cached(&self.outbox_sql.reclaim)
             .await
-            .map_err(fail)?;
-        client.execute(&statement, &[]).await.map_err(fail)
+            .map_err(&fail)?;
+        client.execute(&statement, &[]).await.map_err(&fail)
     }
 
     async fn pending_stats(&self) -> Result<PendingStats, StoreError> {
@@ -259,8 +244,7 @@ impl OutboxStore for PgStore {
         };
         // The query aggregates without GROUP BY, so it always answers one row.
         match rows.first() {
-            Some(row) => read(row)
-                .map_err(|e| self.outbox_error(DURING)(redact::pg_error(&e, &self.password))),
+            Some(row) => read(row).map_err(self.pg_fail(DURING)),
             None => Ok(PendingStats::default()),
         }
     }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use deadpool_postgres::Pool;
-use queuebox_config::{DatabaseConfig, DatabaseTarget, PostgresTarget};
+use deadpool_postgres::{Pool, PoolError};
+use queuebox_core::database::{DatabaseConfig, DatabaseTarget, PostgresTarget};
 use queuebox_core::{Secret, TableLayout};
 use queuebox_store::{
     MigrateReport, MigrateRequest, PoolStatus, SchemaStore, Store, StoreAction, StoreError,
@@ -18,7 +18,7 @@ use crate::dialect::PgDialect;
 use crate::inbox_sql::InboxSql;
 use crate::migrate::PgMigrationBackend;
 use crate::outbox_sql::OutboxSql;
-use crate::{connect, guard, redact, sql};
+use crate::{classify, connect, guard, redact, sql};
 
 /// The PostgreSQL store. Cheap to clone: the pool is shared.
 #[derive(Clone)]
@@ -72,28 +72,40 @@ impl PgStore {
         &self.layout
     }
 
-    fn use_error(
+    /// A driver error as the store error of its kind (`classify.rs`), redacted.
+    pub(crate) fn pg_error(
         &self,
-        during: &'static str,
         action: StoreAction,
-    ) -> impl Fn(String) -> StoreError {
-        move |reason| StoreError::Database {
-            action,
-            during,
-            reason,
-        }
+        during: &'static str,
+        err: &tokio_postgres::Error,
+    ) -> StoreError {
+        let reason = redact::pg_error(err, &self.password);
+        StoreError::statement(classify::pg_kind(err), action, during, reason)
+    }
+
+    /// A failure to get a pooled connection as the store error of its kind, redacted.
+    pub(crate) fn pool_error(
+        &self,
+        action: StoreAction,
+        during: &'static str,
+        err: &PoolError,
+    ) -> StoreError {
+        let reason = redact::pool_error(err, &self.password);
+        StoreError::statement(classify::pool_kind(err), action, during, reason)
     }
 }
 
 fn postgres_target(db: &DatabaseConfig) -> Result<&PostgresTarget, StoreError> {
     match &db.target {
         DatabaseTarget::Postgres(target) => Ok(target),
-        DatabaseTarget::Other { .. } => Err(StoreError::BadTarget {
-            reason: format!(
-                "the PostgreSQL store cannot open a database of type {}",
-                db.db_type.as_str()
-            ),
-        }),
+        DatabaseTarget::Mysql(_) | DatabaseTarget::Sqlite(_) | DatabaseTarget::Sqlserver { .. } => {
+            Err(StoreError::BadTarget {
+                reason: format!(
+                    "the PostgreSQL store cannot open a database of type {}",
+                    db.db_type.as_str()
+                ),
+            })
+        }
     }
 }
 
@@ -109,15 +121,15 @@ impl SchemaStore for PgStore {
     }
 
     async fn check_schema(&self, notify: bool) -> Result<(), StoreError> {
-        let fail = self.use_error("reading the catalog", StoreAction::CheckSchema);
+        const DURING: &str = "reading the catalog";
         let client = self
             .pool
             .get()
             .await
-            .map_err(|e| fail(redact::pool_error(&e, &self.password)))?;
+            .map_err(|e| self.pool_error(StoreAction::CheckSchema, DURING, &e))?;
         let facts = guard::read_facts(&client, &self.layout)
             .await
-            .map_err(|e| fail(redact::pg_error(&e, &self.password)))?;
+            .map_err(|e| self.pg_error(StoreAction::CheckSchema, DURING, &e))?;
         let problems = evaluate_schema(&self.layout, &facts, &PgDialect, notify);
         if problems.is_empty() {
             Ok(())
@@ -127,25 +139,26 @@ impl SchemaStore for PgStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        let fail = self.use_error("a readiness query", StoreAction::UseDatabase);
+        const DURING: &str = "a readiness query";
         let round_trip = async {
             let client = self
                 .pool
                 .get()
                 .await
-                .map_err(|e| redact::pool_error(&e, &self.password))?;
+                .map_err(|e| self.pool_error(StoreAction::UseDatabase, DURING, &e))?;
             client
                 .simple_query(sql::PING)
                 .await
                 .map(|_| ())
-                .map_err(|e| redact::pg_error(&e, &self.password))
+                .map_err(|e| self.pg_error(StoreAction::UseDatabase, DURING, &e))
         };
         match tokio::time::timeout(self.operation_timeout, round_trip).await {
-            Ok(result) => result.map_err(fail),
-            Err(_) => Err(fail(format!(
-                "no answer within {} ms",
-                self.operation_timeout.as_millis()
-            ))),
+            Ok(result) => result,
+            Err(_) => Err(StoreError::Outage {
+                action: StoreAction::UseDatabase,
+                during: DURING,
+                reason: format!("no answer within {} ms", self.operation_timeout.as_millis()),
+            }),
         }
     }
 }

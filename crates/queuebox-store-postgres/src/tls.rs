@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use queuebox_config::PgSslMode;
+use queuebox_core::database::PgSslMode;
 use queuebox_store::StoreError;
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use queuebox_store::{
     Claim, Consumption, ForwardedRow, InsertOutcome, IntakeStore, MigrateRequest, NewInboxRow,
-    RelayRow, RelayStore, RetentionRule, RetentionStore, Schedule, SchemaStore,
+    RelayRow, RelayStore, RetentionRule, RetentionStore, Schedule, SchemaStore, StoredState,
 };
 use queuebox_store_postgres::PgStore;
 use support::TestDb;

@@ -37,6 +37,27 @@ impl fmt::Display for StoreAction {
     }
 }
 
+/// What a caller can do about a failure: the engine asks [`StoreError::kind`] to choose between
+/// retrying soon, waiting for the database to come back, isolating a row, and giving up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StoreErrorKind {
+    /// The statement lost a race with another transaction and nothing was written: a lock
+    /// conflict, a deadlock, a serialization failure, a lock or statement timeout (PostgreSQL
+    /// 40P01, 40001, 55P03, 57014; SQLite `SQLITE_BUSY`; MySQL 1205, 1213). The same call may
+    /// succeed when tried again.
+    Transient,
+    /// The database cannot be used now: the connection was lost or refused, no pooled
+    /// connection came in time, the server is shutting down or out of resources. Every call
+    /// fails until it comes back.
+    Outage,
+    /// The database refused the data itself; the same data fails every time (see
+    /// [`StoreError::DataRejected`]).
+    DataRejected,
+    /// Anything else: the schema or the configuration does not fit, a migration refusal, or a
+    /// statement failure of no known class. Trying again does not help.
+    Other,
+}
+
 /// A store failure. `Display` is the *reason* only; every text is already redacted (no password,
 /// no connection string, no raw driver error chain: OPS-25, CFG-43).
 #[derive(Debug, thiserror::Error)]
@@ -105,6 +126,22 @@ pub enum StoreError {
     #[error("{}", SchemaMismatchText(problems))]
     SchemaMismatch { problems: Vec<SchemaProblem> },
 
+    /// A statement lost a race with another transaction ([`StoreErrorKind::Transient`]).
+    #[error("{during} failed: {reason}")]
+    Transient {
+        action: StoreAction,
+        during: &'static str,
+        reason: String,
+    },
+
+    /// The database could not be used ([`StoreErrorKind::Outage`]).
+    #[error("{during} failed: {reason}")]
+    Outage {
+        action: StoreAction,
+        during: &'static str,
+        reason: String,
+    },
+
     /// A statement failed outside the cases above. `during` says what QueueBox was doing.
     #[error("{during} failed: {reason}")]
     Database {
@@ -138,7 +175,60 @@ impl StoreError {
             | Self::BaselineOutOfRange { .. }
             | Self::MigrationFailed { .. } => StoreAction::Migrate,
             Self::SchemaMismatch { .. } => StoreAction::CheckSchema,
-            Self::Database { action, .. } | Self::DataRejected { action, .. } => *action,
+            Self::Transient { action, .. }
+            | Self::Outage { action, .. }
+            | Self::Database { action, .. }
+            | Self::DataRejected { action, .. } => *action,
+        }
+    }
+
+    /// Whether trying again can help, and when (see [`StoreErrorKind`]).
+    pub fn kind(&self) -> StoreErrorKind {
+        match self {
+            Self::Transient { .. } => StoreErrorKind::Transient,
+            Self::NotReachable { .. } | Self::Outage { .. } => StoreErrorKind::Outage,
+            Self::DataRejected { .. } => StoreErrorKind::DataRejected,
+            Self::BadTarget { .. }
+            | Self::RenamedNames { .. }
+            | Self::LockTimeout { .. }
+            | Self::TablesWithoutHistory
+            | Self::BaselineWithHistory { .. }
+            | Self::BaselineWithoutTables { .. }
+            | Self::BaselineOutOfRange { .. }
+            | Self::MigrationFailed { .. }
+            | Self::SchemaMismatch { .. }
+            | Self::Database { .. } => StoreErrorKind::Other,
+        }
+    }
+
+    /// A failed statement as the variant of its kind; the store classifies the driver error.
+    pub fn statement(
+        kind: StoreErrorKind,
+        action: StoreAction,
+        during: &'static str,
+        reason: String,
+    ) -> Self {
+        match kind {
+            StoreErrorKind::Transient => Self::Transient {
+                action,
+                during,
+                reason,
+            },
+            StoreErrorKind::Outage => Self::Outage {
+                action,
+                during,
+                reason,
+            },
+            StoreErrorKind::DataRejected => Self::DataRejected {
+                action,
+                during,
+                reason,
+            },
+            StoreErrorKind::Other => Self::Database {
+                action,
+                during,
+                reason,
+            },
         }
     }
 
@@ -231,6 +321,39 @@ mod tests {
                 .action()
                 .phrase(),
             "check the database schema"
+        );
+    }
+
+    #[test]
+    fn statement_errors_keep_their_kind_action_and_text() {
+        for kind in [
+            StoreErrorKind::Transient,
+            StoreErrorKind::Outage,
+            StoreErrorKind::DataRejected,
+            StoreErrorKind::Other,
+        ] {
+            let err = StoreError::statement(
+                kind,
+                StoreAction::UseDatabase,
+                "claiming outbox rows",
+                "deadlock detected (SQLSTATE 40P01)".into(),
+            );
+            assert_eq!(err.kind(), kind);
+            assert_eq!(err.action(), StoreAction::UseDatabase);
+            assert_eq!(
+                err.to_string(),
+                "claiming outbox rows failed: deadlock detected (SQLSTATE 40P01)"
+            );
+        }
+        let unreachable = StoreError::NotReachable {
+            host_port: "db:5432".into(),
+            waited_ms: 10,
+            reason: "connection refused".into(),
+        };
+        assert_eq!(unreachable.kind(), StoreErrorKind::Outage);
+        assert_eq!(
+            StoreError::SchemaMismatch { problems: vec![] }.kind(),
+            StoreErrorKind::Other
         );
     }
 

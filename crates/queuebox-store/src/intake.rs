@@ -11,7 +11,6 @@ pub use queuebox_core::intake::StoredState;
 
 use crate::error::StoreError;
 
-
 /// How `scheduled_at` is computed from the receipt time (the database clock of the insert)
 /// (inbox.md §7, CFG-65/71).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,7 +21,7 @@ pub mod retention;
 pub mod store;
 pub mod versions;
 
-pub use error::{StoreAction, StoreError};
+pub use error::{StoreAction, StoreError, StoreErrorKind};
 pub use guard::{
     ColumnFix, SchemaDialect, SchemaFacts, SchemaProblem, TableFacts, TableKind, evaluate_schema,
 };

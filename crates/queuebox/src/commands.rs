@@ -4,8 +4,7 @@
 use std::path::PathBuf;
 
 use queuebox_config::{CaptureMode, Config, format_warnings};
-use queuebox_store::{MigrateRequest, SchemaStore, StoreError};
-use queuebox_store_postgres::PgStore;
+use queuebox_store::{MigrateRequest, StoreError};
 
 use crate::logging::{self, LogHandle};
 use crate::startup::{self, StartError};
@@ -40,7 +39,7 @@ pub fn migrate(config: Option<PathBuf>, baseline: Option<u32>) -> u8 {
     };
     let result = runtime.block_on(async {
         let config = load(config, env, &log)?;
-        let store = connect(&config).await?;
+        let store = wiring::connect_store(&config).await?;
         let request = MigrateRequest {
             baseline,
             notify: config.outbox.capture_mode == CaptureMode::Notify,
@@ -50,7 +49,7 @@ pub fn migrate(config: Option<PathBuf>, baseline: Option<u32>) -> u8 {
             .check_schema(request.notify)
             .await
             .map_err(store_error)?;
-        store.pool().close();
+        store.close().await;
         Ok::<(), StartError>(())
     });
     match result {
@@ -85,13 +84,6 @@ pub(crate) fn load(
         tracing::warn!("{warning}");
     }
     Ok(loaded.config)
-}
-
-pub(crate) async fn connect(config: &Config) -> Result<PgStore, StartError> {
-    wiring::require_postgres(config)?;
-    PgStore::connect(&config.database)
-        .await
-        .map_err(store_error)
 }
 
 /// Store errors are already redacted and phrased for this line (OPS-25); redacting again would

@@ -4,8 +4,10 @@ mod cli;
 mod commands;
 mod logging;
 mod run;
+mod settings;
 mod signals;
 mod startup;
+mod supervisor;
 mod wiring;
 
 use std::process::ExitCode;

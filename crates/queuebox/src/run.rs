@@ -1,35 +1,33 @@
-//! `queuebox run`: the start-up sequence (operations.md OPS-23), the supervisor that owns every
-//! background task, and the shutdown phases (OPS-26..30).
+//! `queuebox run`: the start-up sequence (operations.md OPS-23) and the shutdown phases
+//! (OPS-26..30). The parts come from `wiring`; the supervisor owns the tasks.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use queuebox_config::{CaptureMode, Config};
-use queuebox_core::redact::redact;
-use queuebox_engine::intake::{Intake, IntakeError, IntakeHandle, IntakeSettings};
-use queuebox_engine::metrics::{DbPoolStatus, Metrics};
+use queuebox_core::{ComponentDown, Destination, Intake, ReadinessComponent};
+use queuebox_engine::intake::InboxIntake;
+use queuebox_engine::intake::writer::{IntakeWriter, WriterSettings};
 use queuebox_engine::outbox::OutboxPoller;
 use queuebox_engine::relay::Relay;
-use queuebox_engine::retention::{Retention, RetentionSettings};
+use queuebox_engine::retention::Retention;
 use queuebox_http::destination::check_private_addresses;
 use queuebox_http::server::{
-    self, ComponentDown, DataPortRoutes, Endpoints, OperationalRoutes, ReadinessComponent,
-    ServerHandle, ServerSettings,
+    self, DataPortRoutes, Endpoints, OperationalRoutes, ServerHandle, ServerSettings,
 };
-use queuebox_http::source::{
-    HttpSourceRoute, IntakeRefused, IntakeSettings as RouteSettings, IntakeSink, source_routes,
-};
-use queuebox_store::{InsertOutcome, MigrateRequest, NewInboxRow, SchemaStore};
-use queuebox_store_postgres::PgStore;
+use queuebox_http::source::{HttpSourceSettings, source_routes};
+use queuebox_store::{MigrateRequest, Store};
+use queuebox_telemetry::{DbPoolStatus, Metrics};
 use tokio::sync::{Notify, mpsc};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::commands::{connect, fail, load, runtime, store_error};
+use crate::commands::{fail, load, runtime, store_error};
 use crate::logging;
+use crate::settings;
 use crate::signals::Signals;
 use crate::startup::{self, StartError};
+use crate::supervisor::{Ended, TaskKind, Tasks};
 use crate::wiring;
 
 /// Readiness bound of the `database` component (OPS-18).
@@ -60,94 +58,15 @@ pub fn run(config: Option<PathBuf>) -> u8 {
     code
 }
 
-/// One background task with its own stop signal, so the shutdown can stop them in order.
-struct Task {
-    name: &'static str,
-    cancel: CancellationToken,
-    handle: JoinHandle<()>,
-}
-
-/// Spawns background tasks; each reports to `ended` when it returns, so the supervisor notices
-/// a task that stops by itself.
-struct Tasks {
-    started: Vec<Task>,
-    ended: mpsc::UnboundedSender<(&'static str, Result<(), String>)>,
-}
-
-impl Tasks {
-    fn spawn<F>(&mut self, name: &'static str, run: impl FnOnce(CancellationToken) -> F)
-    where
-        F: Future<Output = Result<(), String>> + Send + 'static,
-    {
-        let cancel = CancellationToken::new();
-        let future = run(cancel.clone());
-        let ended = self.ended.clone();
-        let handle = tokio::spawn(async move {
-            let result = future.await;
-            let _ = ended.send((name, result));
-        });
-        self.started.push(Task {
-            name,
-            cancel,
-            handle,
-        });
-    }
-
-    /// Stops the named task and waits for it; each step is guarded on its own (OPS-27).
-    async fn stop(&mut self, name: &str) {
-        let Some(index) = self.started.iter().position(|t| t.name == name) else {
-            return;
-        };
-        let task = self.started.remove(index);
-        task.cancel.cancel();
-        if let Err(err) = task.handle.await {
-            tracing::warn!(
-                "Stopping {} failed. The shutdown continues. Reason: {}",
-                task.name,
-                redact(&err.to_string())
-            );
-        }
-    }
-
-    async fn stop_all(&mut self) {
-        while let Some(task) = self.started.first() {
-            let name = task.name;
-            self.stop(name).await;
-        }
-    }
-}
-
 /// Everything `run` started, in the order the shutdown stops it.
 struct Service {
     config: Config,
-    store: Arc<PgStore>,
+    store: Arc<dyn Store>,
+    destinations: Vec<Arc<dyn Destination>>,
     servers: ServerHandle,
     signals: Signals,
     tasks: Tasks,
-    ended: mpsc::UnboundedReceiver<(&'static str, Result<(), String>)>,
-}
-
-/// Adapts the engine's write-combining batcher to the HTTP source's sink.
-struct EngineSink(IntakeHandle);
-
-#[async_trait::async_trait]
-impl IntakeSink for EngineSink {
-    async fn store(&self, row: NewInboxRow) -> Result<InsertOutcome, IntakeRefused> {
-        self.0.store(row).await.map_err(|err| match err {
-            IntakeError::StorageFailed { .. } => IntakeRefused::StorageFailed,
-            IntakeError::ShuttingDown => IntakeRefused::ShuttingDown,
-        })
-    }
-}
-
-/// The sink of a configuration without HTTP sources: no route exists that could call it.
-struct NoIntake;
-
-#[async_trait::async_trait]
-impl IntakeSink for NoIntake {
-    async fn store(&self, _row: NewInboxRow) -> Result<InsertOutcome, IntakeRefused> {
-        Err(IntakeRefused::ShuttingDown)
-    }
+    ended: mpsc::UnboundedReceiver<Ended>,
 }
 
 /// OPS-23 steps 5–14.
@@ -155,33 +74,31 @@ async fn start(config: Config) -> Result<Service, StartError> {
     wiring::check_runnable(&config)?;
     wiring::check_admin(&config)?;
     let metrics = Metrics::new(env!("CARGO_PKG_VERSION"));
-    let parts = wiring::build_outbox(&config, &metrics)?;
-    let http_sources = HttpSourceRoute::all(config.sources.values())
-        .map_err(|err| StartError::new("build the sources", err))?;
+    let outbox = wiring::build_outbox(&config, &metrics)?;
+    let sources = wiring::build_sources(&config)?;
     if config.http.block_private_addresses {
-        check_private_addresses(&parts.outbound_urls)
+        check_private_addresses(&outbox.outbound_urls)
             .await
             .map_err(|err| StartError::new("check the destination addresses", err))?;
     }
-    let store = Arc::new(start_database(&config).await?);
+    let store = start_database(&config).await?;
     // Step 11: the signal handlers exist before any background task starts.
     let signals =
         Signals::install().map_err(|err| StartError::new("install the signal handlers", err))?;
 
     // Step 12, in the order of OPS-23; the shutdown stops them in the order of OPS-26.
-    let (ended_tx, ended) = mpsc::unbounded_channel();
-    let mut tasks = Tasks {
-        started: Vec::new(),
-        ended: ended_tx,
-    };
+    let (mut tasks, ended) = Tasks::new();
     let outbox_wake = Arc::new(Notify::new());
     let relay_wake = Arc::new(Notify::new());
     let mut readiness = vec![database_check(&store)];
+    for destination in &outbox.destinations {
+        readiness.extend(destination.readiness());
+    }
 
     let poller = OutboxPoller::new(
         store.clone(),
-        parts.routes,
-        wiring::outbox_settings(&config),
+        outbox.routes,
+        settings::outbox_settings(&config),
         metrics.clone(),
         outbox_wake.clone(),
     );
@@ -189,16 +106,18 @@ async fn start(config: Config) -> Result<Service, StartError> {
     readiness.push(running_check("outbox-poller", move || {
         poller_health.is_running()
     }));
-    tasks.spawn("the outbox poller", |cancel| async move {
-        poller.run(cancel).await.map_err(|err| err.to_string())
-    });
+    tasks.spawn(
+        TaskKind::OutboxPoller,
+        "the outbox poller",
+        |cancel| async move { poller.run(cancel).await.map_err(|err| err.to_string()) },
+    );
 
-    let retention_settings = RetentionSettings::from_config(&config.retention);
+    let retention_settings = settings::retention_settings(&config.retention);
     if retention_settings.is_enabled() {
         let retention = Retention::new(store.clone(), retention_settings, metrics.clone());
         let health = retention.health();
         readiness.push(running_check("retention", move || health.is_running()));
-        tasks.spawn("retention", |cancel| async move {
+        tasks.spawn(TaskKind::Retention, "retention", |cancel| async move {
             retention.run(cancel).await.map_err(|err| err.to_string())
         });
     }
@@ -206,52 +125,70 @@ async fn start(config: Config) -> Result<Service, StartError> {
     if config.inbox.relay.enabled {
         let relay = Relay::new(
             store.clone(),
-            wiring::relay_sources(&config),
-            wiring::relay_settings(&config),
+            settings::relay_sources(&config),
+            settings::relay_settings(&config),
             metrics.clone(),
             relay_wake.clone(),
             outbox_wake.clone(),
         );
         let health = relay.health();
         readiness.push(running_check("inbox-relay", move || health.is_running()));
-        tasks.spawn("the inbox relay", |cancel| async move {
-            relay.run(cancel).await.map_err(|err| err.to_string())
+        tasks.spawn(
+            TaskKind::InboxRelay,
+            "the inbox relay",
+            |cancel| async move { relay.run(cancel).await.map_err(|err| err.to_string()) },
+        );
+    }
+
+    // Every source submits to one intake: its pipeline per source, and one writer. The writer
+    // runs while some source can hand it a message; with no source there is none, and a
+    // writer with no caller would end at once.
+    let writer = IntakeWriter::new(
+        store.clone(),
+        WriterSettings::default(),
+        metrics.clone(),
+        relay_wake,
+    );
+    let intake: Arc<dyn Intake> = Arc::new(InboxIntake::new(
+        sources.pipelines,
+        writer.handle(),
+        metrics.clone(),
+    ));
+    if !config.sources.is_empty() {
+        tasks.spawn(TaskKind::IntakeWriter, "the intake", |cancel| async move {
+            writer.run(cancel).await.map_err(|err| err.to_string())
+        });
+    }
+    for source in sources.brokers {
+        readiness.extend(source.readiness());
+        let label = format!("the consumer of source {}", source.name());
+        let intake = Arc::clone(&intake);
+        tasks.spawn(TaskKind::BrokerSource, label, |cancel| async move {
+            source
+                .run(intake, cancel)
+                .await
+                .map_err(|err| err.to_string())
         });
     }
 
-    // The intake runs while some route can hand it a row; with no HTTP source there is none,
-    // and a writer with no caller would end at once.
-    let sink: Arc<dyn IntakeSink> = if http_sources.is_empty() {
-        Arc::new(NoIntake)
-    } else {
-        let intake = Intake::new(
-            store.clone(),
-            IntakeSettings::default(),
-            metrics.clone(),
-            relay_wake,
-        );
-        let sink = Arc::new(EngineSink(intake.handle()));
-        tasks.spawn("the intake", |cancel| async move {
-            intake.run(cancel).await.map_err(|err| err.to_string())
-        });
-        sink
-    };
-
     let gauges_store = store.clone();
     let gauges_metrics = metrics.clone();
-    tasks.spawn("the pool gauges", |cancel| async move {
-        pool_gauges(&gauges_store, &gauges_metrics, cancel).await;
-        Ok(())
-    });
+    tasks.spawn(
+        TaskKind::PoolGauges,
+        "the pool gauges",
+        |cancel| async move {
+            pool_gauges(&*gauges_store, &gauges_metrics, cancel).await;
+            Ok(())
+        },
+    );
 
     // Step 13: the ports.
     let routes = source_routes(
-        http_sources,
-        RouteSettings {
+        sources.http_routes,
+        HttpSourceSettings {
             max_body_bytes: config.inbox.max_body_bytes,
         },
-        sink,
-        metrics.clone(),
+        intake,
     );
     let renderer = metrics.clone();
     let endpoints = Endpoints {
@@ -270,7 +207,7 @@ async fn start(config: Config) -> Result<Service, StartError> {
             // OPS-25: a step after the background tasks started runs the shutdown for what it
             // started, so claimed rows go back to pending instead of waiting for their leases.
             tasks.stop_all().await;
-            store.pool().close();
+            close_resources(&outbox.destinations, &*store).await;
             tracing::error!("QueueBox did not start. Reason: {}", failure.reason);
             return Err(StartError::reported());
         }
@@ -288,11 +225,20 @@ async fn start(config: Config) -> Result<Service, StartError> {
     Ok(Service {
         config,
         store,
+        destinations: outbox.destinations,
         servers,
         signals,
         tasks,
         ended,
     })
+}
+
+/// OPS-26 phase 9: the destinations' connections, then the database pool, last (OPS-28).
+async fn close_resources(destinations: &[Arc<dyn Destination>], store: &dyn Store) {
+    for destination in destinations {
+        destination.close().await;
+    }
+    store.close().await;
 }
 
 fn component_names(config: &Config) -> String {
@@ -303,7 +249,7 @@ fn component_names(config: &Config) -> String {
     if config.inbox.relay.enabled {
         names.push("inbox-relay");
     }
-    if RetentionSettings::from_config(&config.retention).is_enabled() {
+    if settings::retention_settings(&config.retention).is_enabled() {
         names.push("retention");
     }
     names.join(", ")
@@ -311,8 +257,8 @@ fn component_names(config: &Config) -> String {
 
 /// Steps 8–10: connect (waiting up to `database.startupTimeoutMs`), migrate when
 /// `database.migrate` is true, then the schema guard, always.
-pub async fn start_database(config: &Config) -> Result<PgStore, StartError> {
-    let store = connect(config).await?;
+pub async fn start_database(config: &Config) -> Result<Arc<dyn Store>, StartError> {
+    let store = wiring::connect_store(config).await?;
     let notify = config.outbox.capture_mode == CaptureMode::Notify;
     if config.database.migrate {
         let request = MigrateRequest {
@@ -326,7 +272,7 @@ pub async fn start_database(config: &Config) -> Result<PgStore, StartError> {
 }
 
 /// OPS-18 `database`: a pooled connection and `SELECT 1` within 2000 ms.
-fn database_check(store: &Arc<PgStore>) -> ReadinessComponent {
+fn database_check(store: &Arc<dyn Store>) -> ReadinessComponent {
     let store = store.clone();
     ReadinessComponent::new("database", move || {
         let store = store.clone();
@@ -344,31 +290,21 @@ fn running_check(
     name: &'static str,
     running: impl Fn() -> bool + Send + Sync + 'static,
 ) -> ReadinessComponent {
-    ReadinessComponent::new(name, move || {
-        let up = running();
-        async move {
-            if up {
-                Ok(())
-            } else {
-                Err(ComponentDown::Stopped)
-            }
-        }
-    })
+    ReadinessComponent::flag(name, ComponentDown::Stopped, running)
 }
 
-async fn pool_gauges(store: &PgStore, metrics: &Metrics, cancel: CancellationToken) {
+async fn pool_gauges(store: &dyn Store, metrics: &Metrics, cancel: CancellationToken) {
     let mut tick = tokio::time::interval(POOL_GAUGE_INTERVAL);
     loop {
         tokio::select! {
             () = cancel.cancelled() => return,
             _ = tick.tick() => {
-                let status = store.pool().status();
-                let idle = status.available as u64;
+                let status = store.pool_status();
                 metrics.set_db_pool(DbPoolStatus {
-                    active: (status.size as u64).saturating_sub(idle),
-                    idle,
-                    max: status.max_size as u64,
-                    pending: status.waiting as u64,
+                    active: status.active,
+                    idle: status.idle,
+                    max: status.max,
+                    pending: status.pending,
                 });
             }
         }
@@ -383,6 +319,7 @@ impl Service {
         let Service {
             config,
             store,
+            destinations,
             servers,
             mut signals,
             mut tasks,
@@ -405,13 +342,16 @@ impl Service {
         let shutdown = async move {
             servers.begin_shutdown(); // phase 1
             servers.drain_data_port().await; // phase 2: requests in a handler finish
-            tasks.stop("the intake").await; // their rows are committed before the pool closes
-            tasks.stop("the outbox poller").await; // phase 5: release, wait, abandon
-            tasks.stop("the inbox relay").await; // phase 6
-            tasks.stop("retention").await; // phase 7
+            tasks.stop(TaskKind::BrokerSource).await; // phase 3, all together (INB-75)
+            // The messages the sources and the data port submitted are committed before the
+            // pool closes (OPS-28). Phase 4 (the capture listener) comes with notify.
+            tasks.stop(TaskKind::IntakeWriter).await;
+            tasks.stop(TaskKind::OutboxPoller).await; // phase 5: release, wait, abandon
+            tasks.stop(TaskKind::InboxRelay).await; // phase 6
+            tasks.stop(TaskKind::Retention).await; // phase 7
             tasks.stop_all().await;
             servers.stop_management_port().await; // phase 8
-            store.pool().close(); // phase 9: the pool closes last (OPS-28)
+            close_resources(&destinations, &*store).await; // phase 9: the pool last (OPS-28)
         };
         tokio::select! {
             () = shutdown => {

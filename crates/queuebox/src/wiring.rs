@@ -1,6 +1,8 @@
-//! Config becomes running parts here, and only here (architecture.md, rule 3). Every `match`
-//! on a configured kind is exhaustive, so a new connector shows the compiler each place that
-//! must handle it. Parts this build cannot run yet are refused at start, naming their keys.
+//! Config becomes running parts here, and only here (architecture.md, rule 3): the store of
+//! `database.type`, every destination and every source, each built by one exhaustive `match`
+//! on its configured kind, so a new connector shows the compiler each place that must handle
+//! it. This is the only module that names a concrete store, source or destination. Parts this
+//! build cannot run yet are refused at start, naming their keys.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,17 +12,18 @@ use queuebox_config::{
     CaptureMode, Config, DatabaseType, Destination as DestinationConfig, DestinationAuth,
     DestinationKind, SourceKind,
 };
-use queuebox_core::Secret;
-use queuebox_core::destination::{Outcome, OutgoingMessage, Publisher};
-use queuebox_core::retry::RetryPolicy;
-use queuebox_engine::metrics::Metrics;
-use queuebox_engine::outbox::{Destination, OutboxSettings, Route};
-use queuebox_engine::relay::{RelaySettings, RelaySource};
+use queuebox_core::{Destination, Secret, Source};
+use queuebox_engine::outbox::Route;
+use queuebox_engine::pipeline::SourcePipeline;
 use queuebox_http::destination::{
-    HttpAuth, HttpDestinationSettings, HttpPublisher, LogDestinationSettings, LogPublisher,
+    HttpAuth, HttpDestination, HttpDestinationSettings, LogDestination, LogDestinationSettings,
     SharedHttp,
 };
+use queuebox_http::source::HttpSourceRoute;
+use queuebox_store::Store;
+use queuebox_telemetry::Metrics;
 
+use crate::commands::store_error;
 use crate::startup::StartError;
 
 /// OPS-23 step 5, first half: each configured destination, source and transform must have
@@ -120,10 +123,13 @@ pub fn check_admin(config: &Config) -> Result<(), StartError> {
     Ok(())
 }
 
-/// Only the PostgreSQL store exists in this build.
-pub fn require_postgres(config: &Config) -> Result<(), StartError> {
+/// OPS-24 step 8: the store of `database.type`, connected. The one place that names a concrete
+/// store; everything after it holds the store as `Arc<dyn Store>`.
+pub async fn connect_store(config: &Config) -> Result<Arc<dyn Store>, StartError> {
     match config.database.db_type {
-        DatabaseType::Postgresql => Ok(()),
+        DatabaseType::Postgresql => queuebox_store_postgres::connect(&config.database)
+            .await
+            .map_err(store_error),
         DatabaseType::Sqlite | DatabaseType::Mysql | DatabaseType::Sqlserver => {
             Err(StartError::new(
                 "connect to the database",
@@ -136,53 +142,34 @@ pub fn require_postgres(config: &Config) -> Result<(), StartError> {
     }
 }
 
-/// The outbox poller's settings, from `outbox.*`.
-pub fn outbox_settings(config: &Config) -> OutboxSettings {
-    let outbox = &config.outbox;
-    OutboxSettings {
-        poll_interval: Duration::from_millis(outbox.poll_interval_ms),
-        batch_size: outbox.batch_size,
-        concurrency: outbox.concurrency as usize,
-        retry: RetryPolicy {
-            base_delay_ms: outbox.retry_base_delay_ms,
-            max_delay_ms: outbox.retry_max_delay_ms,
-        },
-        claim_timeout: Duration::from_millis(outbox.claim_timeout_ms),
-        pending_gauge_interval: Duration::from_millis(outbox.pending_gauge_interval_ms),
-        shutdown_timeout: Duration::from_millis(outbox.shutdown_timeout_ms),
-    }
-}
-
 /// The destinations and routes of the outbox, built once at start (OPS-23 step 5, second half).
 pub struct OutboxParts {
     pub routes: Vec<Route>,
+    /// Every destination once, for readiness and for `close` at shutdown (OPS-26 phase 9).
+    pub destinations: Vec<Arc<dyn Destination>>,
     /// Every `baseUrl` and `tokenUrl` with its key, for the private-address guard (DST-32).
     pub outbound_urls: Vec<(String, url::Url)>,
 }
 
 pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, StartError> {
-    let shared_http = SharedHttp::new();
-    let mut destinations = BTreeMap::new();
+    let failed = |err| StartError::new("build the destinations", err);
+    let shared_http = SharedHttp::new(metrics.clone());
+    let mut destinations: BTreeMap<&str, Arc<dyn Destination>> = BTreeMap::new();
     let mut outbound_urls = Vec::new();
     for (name, destination) in &config.destinations {
-        let publisher: Arc<dyn Publisher> = match &destination.kind {
+        let built: Arc<dyn Destination> = match &destination.kind {
             DestinationKind::Http(_) => {
                 let settings = http_settings(config, destination);
                 outbound_urls.extend(settings.private_address_targets());
-                let publisher = HttpPublisher::new(settings, &shared_http)
-                    .map_err(|err| StartError::new("build the destinations", err))?;
-                Arc::new(CountingHttpPublisher {
-                    inner: publisher,
-                    metrics: metrics.clone(),
-                })
+                Arc::new(HttpDestination::new(settings, &shared_http).map_err(failed)?)
             }
             DestinationKind::Log(log) => Arc::new(
-                LogPublisher::open(LogDestinationSettings {
+                LogDestination::open(LogDestinationSettings {
                     name: name.clone(),
                     file: log.file.clone(),
                     static_headers: static_headers(destination),
                 })
-                .map_err(|err| StartError::new("build the destinations", err))?,
+                .map_err(failed)?,
             ),
             // `check_runnable` has refused these before we get here.
             DestinationKind::Rabbitmq(_) | DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {
@@ -195,13 +182,7 @@ pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, S
                 ));
             }
         };
-        destinations.insert(
-            name.clone(),
-            Arc::new(Destination {
-                name: name.clone(),
-                publisher,
-            }),
-        );
+        destinations.insert(name, built);
     }
     let routes = config
         .routes
@@ -209,7 +190,7 @@ pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, S
         .map(|route| {
             // CFG-103 guarantees the name exists; a gap here is a bug, reported, never a panic.
             let destination = destinations
-                .get(&route.destination)
+                .get(route.destination.as_str())
                 .cloned()
                 .ok_or_else(|| {
                     StartError::new(
@@ -225,8 +206,44 @@ pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, S
         .collect::<Result<Vec<_>, StartError>>()?;
     Ok(OutboxParts {
         routes,
+        destinations: destinations.into_values().collect(),
         outbound_urls,
     })
+}
+
+/// The sources: one pipeline each for the intake, the route of each `http` source, and one
+/// task per broker source (OPS-23 step 12).
+pub struct SourceParts {
+    pub pipelines: Vec<SourcePipeline>,
+    pub http_routes: Vec<HttpSourceRoute>,
+    pub brokers: Vec<Box<dyn Source>>,
+}
+
+pub fn build_sources(config: &Config) -> Result<SourceParts, StartError> {
+    let failed = |err: String| StartError::new("build the sources", err);
+    let mut parts = SourceParts {
+        pipelines: Vec::new(),
+        http_routes: Vec::new(),
+        brokers: Vec::new(),
+    };
+    for (name, source) in &config.sources {
+        let pipeline =
+            SourcePipeline::new(source.inbox_rules()).map_err(|err| failed(err.to_string()))?;
+        parts.pipelines.push(pipeline);
+        match &source.kind {
+            SourceKind::Http(_) => parts
+                .http_routes
+                .push(HttpSourceRoute::from_config(source).map_err(|err| failed(err.to_string()))?),
+            // `check_runnable` has refused these before we get here.
+            SourceKind::Rabbitmq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => {
+                return Err(failed(format!(
+                    "this build of QueueBox has no consumer for '{name}' of type '{}'",
+                    source.kind.type_name()
+                )));
+            }
+        }
+    }
+    Ok(parts)
 }
 
 fn static_headers(destination: &DestinationConfig) -> Vec<(String, Secret)> {
@@ -279,52 +296,4 @@ fn http_settings(config: &Config, destination: &DestinationConfig) -> HttpDestin
         auth,
         max_error_body_bytes: config.http.max_error_body_bytes as usize,
     }
-}
-
-/// Counts `queuebox_http_publish_responses_total{status_class}` (DST-29) around the HTTP
-/// connector, which knows nothing of metrics.
-struct CountingHttpPublisher {
-    inner: HttpPublisher,
-    metrics: Metrics,
-}
-
-#[async_trait::async_trait]
-impl Publisher for CountingHttpPublisher {
-    fn kind(&self) -> &'static str {
-        self.inner.kind()
-    }
-
-    async fn publish(&self, message: &OutgoingMessage) -> Outcome {
-        let (outcome, status) = self.inner.publish_detailed(message).await;
-        if let Some(status) = status {
-            self.metrics.http_publish_responses(status).inc();
-        }
-        outcome
-    }
-}
-
-/// The push relay's settings, from `inbox.relay.*` (CFG-48).
-pub fn relay_settings(config: &Config) -> RelaySettings {
-    let relay = &config.inbox.relay;
-    RelaySettings {
-        poll_interval: Duration::from_millis(relay.poll_interval_ms),
-        batch_size: relay.batch_size,
-        claim_timeout: Duration::from_millis(relay.claim_timeout_ms),
-        pending_gauge_interval: Duration::from_millis(relay.pending_gauge_interval_ms),
-        // CFG-48 bounds it to a positive 32-bit integer.
-        max_attempts: i32::try_from(relay.max_attempts).unwrap_or(i32::MAX),
-    }
-}
-
-/// Every configured source with its relay topic. The relay claims only push rows, and only of
-/// these sources (RLY-2); a pull source's topic is never rendered.
-pub fn relay_sources(config: &Config) -> Vec<RelaySource> {
-    config
-        .sources
-        .values()
-        .map(|source| RelaySource {
-            name: source.name.clone(),
-            topic: source.topic.clone(),
-        })
-        .collect()
 }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use pg::TestSchema;
 use process::{Scratch, log_messages, queuebox, stderr_lines};
-use queuebox_engine::metrics::{Presence, catalogue};
+use queuebox_telemetry::{Presence, catalogue};
 
 /// One row of the catalogue table of docs/metrics.md.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -102,7 +102,11 @@ fn start() -> Running {
         SourcePipeline::new(rules("hooks", IntakeProtocol::Http)).unwrap(),
         SourcePipeline::new(rules("queue", IntakeProtocol::Rabbitmq)).unwrap(),
     ];
-    let intake = Arc::new(InboxIntake::new(pipelines, writer.handle(), metrics.clone()));
+    let intake = Arc::new(InboxIntake::new(
+        pipelines,
+        writer.handle(),
+        metrics.clone(),
+    ));
     let cancel = CancellationToken::new();
     let writer = tokio::spawn(writer.run(cancel.clone()));
     Running {
@@ -118,9 +122,14 @@ fn start() -> Running {
 async fn inb_65_messages_submitted_in_order_are_stored_in_order_each_with_its_own_outcome() {
     let r = start();
     let mut receipts = Vec::new();
-    for (i, body) in [r#"{"id":"a"}"#, "not json", r#"{"id":"b"}"#, r#"{"id":"a"}"#]
-        .into_iter()
-        .enumerate()
+    for (i, body) in [
+        r#"{"id":"a"}"#,
+        "not json",
+        r#"{"id":"b"}"#,
+        r#"{"id":"a"}"#,
+    ]
+    .into_iter()
+    .enumerate()
     {
         receipts.push(r.intake.submit(message("queue", &[], body), i).await);
     }
@@ -131,15 +140,33 @@ async fn inb_65_messages_submitted_in_order_are_stored_in_order_each_with_its_ow
     }
     assert!(matches!(
         outcomes[0],
-        (0, IntakeOutcome::New { state: StoredState::Pending, .. })
+        (
+            0,
+            IntakeOutcome::New {
+                state: StoredState::Pending,
+                ..
+            }
+        )
     ));
     assert!(matches!(
         outcomes[1],
-        (1, IntakeOutcome::New { state: StoredState::Dead, .. })
+        (
+            1,
+            IntakeOutcome::New {
+                state: StoredState::Dead,
+                ..
+            }
+        )
     ));
     assert!(matches!(
         outcomes[2],
-        (2, IntakeOutcome::New { state: StoredState::Pending, .. })
+        (
+            2,
+            IntakeOutcome::New {
+                state: StoredState::Pending,
+                ..
+            }
+        )
     ));
     assert_eq!(outcomes[3], (3, IntakeOutcome::Duplicate));
     let stored: Vec<String> = r
@@ -151,7 +178,10 @@ async fn inb_65_messages_submitted_in_order_are_stored_in_order_each_with_its_ow
         .map(|row| row.idempotency_key.clone())
         .collect();
     assert_eq!(stored[0], "a");
-    assert!(stored[1].starts_with("sha256:"), "the digest of the non-JSON body");
+    assert!(
+        stored[1].starts_with("sha256:"),
+        "the digest of the non-JSON body"
+    );
     assert_eq!(stored[2], "b");
     assert_eq!(r.metrics.inbox_messages(InboxStatus::New).get(), 2);
     assert_eq!(r.metrics.inbox_messages(InboxStatus::Duplicate).get(), 1);
@@ -174,9 +204,19 @@ async fn inb_30_and_inb_10_filtered_and_refused_messages_settle_at_once_and_are_
         .await
         .await;
     assert!(matches!(filtered.outcome, IntakeOutcome::Filtered { .. }));
-    assert!(filtered.outcome.is_settled(), "a broker acknowledges a filtered message");
-    let refused = r.intake.submit(message("hooks", &[], "[1,"), ()).await.await;
-    assert_eq!(refused.outcome, IntakeOutcome::Refused(Refusal::InvalidJson));
+    assert!(
+        filtered.outcome.is_settled(),
+        "a broker acknowledges a filtered message"
+    );
+    let refused = r
+        .intake
+        .submit(message("hooks", &[], "[1,"), ())
+        .await
+        .await;
+    assert_eq!(
+        refused.outcome,
+        IntakeOutcome::Refused(Refusal::InvalidJson)
+    );
     assert_eq!(r.metrics.inbox_filtered("hooks").get(), 1);
     assert_eq!(
         r.metrics
@@ -196,7 +236,10 @@ async fn a_message_of_an_unknown_source_is_a_storage_failure_and_is_not_acknowle
         .submit(message("nobody", &[], r#"{"id":"x"}"#), ())
         .await
         .await;
-    assert!(matches!(settled.outcome, IntakeOutcome::StorageFailed { .. }));
+    assert!(matches!(
+        settled.outcome,
+        IntakeOutcome::StorageFailed { .. }
+    ));
     assert!(!settled.outcome.is_settled());
     r.cancel.cancel();
 }

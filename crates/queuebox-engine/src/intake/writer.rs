@@ -55,7 +55,10 @@ impl WriterHandle {
     /// committed (or failed). Rows queued one after another are stored in that order. A
     /// dropped receiver does not withdraw the row: it is stored anyway, and a redelivery is
     /// then a duplicate. `Err` when the writer stopped taking rows: nothing was stored.
-    pub async fn queue(&self, row: NewInboxRow) -> Result<oneshot::Receiver<IntakeOutcome>, Stopped> {
+    pub async fn queue(
+        &self,
+        row: NewInboxRow,
+    ) -> Result<oneshot::Receiver<IntakeOutcome>, Stopped> {
         let (answer, wait) = oneshot::channel();
         self.queue
             .send(Request { row, answer })

@@ -10,7 +10,7 @@ use queuebox_store::ClaimedRow;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::Shared;
+use super::PollerContext;
 use super::dispatch::{DepthGuard, Job};
 use super::held::{Entry, Stage};
 use super::row::{Prepared, prepare};
@@ -29,7 +29,7 @@ pub struct Outlets {
 /// dropped after its commit would leave rows `processing` that nobody holds until their lease
 /// expires. Its rows are then released like every other unstarted row.
 pub async fn run_claims(
-    shared: Arc<Shared>,
+    shared: Arc<PollerContext>,
     wake: Arc<Notify>,
     outlets: Outlets,
     stop: CancellationToken,
@@ -93,7 +93,7 @@ pub async fn run_claims(
 
 /// Registers a claimed row and hands it on: a row that ends at once goes to the writer, a
 /// routed one queues for a publish slot in claim order (OUT-53).
-fn start(shared: &Shared, outlets: &Outlets, row: ClaimedRow) {
+fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow) {
     let claim = row.claim;
     let claimed_at = Instant::now();
     let token = outlets.abandon.child_token();

@@ -13,7 +13,7 @@ use tokio::task::{Id, JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::Level;
 
-use super::Shared;
+use super::PollerContext;
 use super::held::Stage;
 use super::row::{RowLog, jitter, row_event, terminal_write};
 use super::writer::Completion;
@@ -77,7 +77,7 @@ pub struct Job {
 /// semaphore), until the claim loop closes the channel or `stop`; then waits for the publishes
 /// it started, each of which ends at the latest when its token (a child of `stop`) is cancelled.
 pub async fn run_dispatcher(
-    shared: Arc<Shared>,
+    shared: Arc<PollerContext>,
     mut jobs: mpsc::UnboundedReceiver<Job>,
     done: mpsc::UnboundedSender<Completion>,
     stop: CancellationToken,
@@ -122,7 +122,7 @@ pub async fn run_dispatcher(
 /// A publish task ended. A panic in a connector must not pin the row in the registry for ever:
 /// it leaves, with no write, and its lease expires (OUT-45's "leave the row to lease expiry").
 fn settle(
-    shared: &Shared,
+    shared: &PollerContext,
     running: &mut HashMap<Id, (Claim, Arc<RowLog>)>,
     joined: Result<(Id, ()), JoinError>,
 ) {
@@ -147,7 +147,7 @@ fn settle(
 }
 
 async fn publish(
-    shared: Arc<Shared>,
+    shared: Arc<PollerContext>,
     job: Job,
     permit: OwnedSemaphorePermit,
     done: mpsc::UnboundedSender<Completion>,

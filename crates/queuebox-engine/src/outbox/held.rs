@@ -43,12 +43,12 @@ pub struct Entry {
     pub claimed_at: Instant,
 }
 
-pub struct Held {
+pub struct HeldRows {
     rows: Mutex<HashMap<Claim, Entry>>,
     counts: watch::Sender<Counts>,
 }
 
-impl Held {
+impl HeldRows {
     pub fn new() -> Self {
         Self {
             rows: Mutex::new(HashMap::new()),
@@ -188,7 +188,7 @@ mod tests {
 
     #[test]
     fn out_43_lost_rows_leave_with_their_token_cancelled_but_finishing_rows_stay() {
-        let held = Held::new();
+        let held = HeldRows::new();
         let (a, b, c) = (claim(), claim(), claim());
         for x in [a, b, c] {
             held.insert(x, entry());
@@ -207,7 +207,7 @@ mod tests {
 
     #[test]
     fn out_58_release_takes_only_rows_whose_publish_has_not_started() {
-        let held = Held::new();
+        let held = HeldRows::new();
         let (a, b) = (claim(), claim());
         held.insert(a, entry());
         held.insert(b, entry());

@@ -24,8 +24,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use queuebox_core::redact::redact;
 use queuebox_core::Destination;
+use queuebox_core::redact::redact;
 use queuebox_core::retry::RetryPolicy;
 use queuebox_store::{Claim, OutboxStore};
 use tokio::sync::{Notify, mpsc};
@@ -37,9 +37,9 @@ pub use route::{Route, no_route_reason, route};
 pub use row::correlation_id;
 
 use crate::error::EngineError;
-use queuebox_telemetry::{Component, Metrics};
 use dispatch::DestHandles;
-use held::Held;
+use held::HeldRows;
+use queuebox_telemetry::{Component, Metrics};
 use row::row_event;
 
 /// The engine's outbox settings; the binary maps `outbox.*` of the configuration to them.
@@ -101,16 +101,16 @@ impl Drop for Running {
 }
 
 /// What every part of the poller reads.
-pub(crate) struct Shared {
+pub(crate) struct PollerContext {
     store: Arc<dyn OutboxStore>,
     routes: Vec<Route>,
     settings: OutboxSettings,
     metrics: Metrics,
-    held: Held,
+    held: HeldRows,
     handles: HashMap<String, DestHandles>,
 }
 
-impl Shared {
+impl PollerContext {
     fn handles(&self, destination: &dyn Destination) -> DestHandles {
         self.handles
             .get(destination.name())
@@ -121,7 +121,7 @@ impl Shared {
 
 /// The outbox poller of one replica.
 pub struct OutboxPoller {
-    shared: Arc<Shared>,
+    shared: Arc<PollerContext>,
     wake: Arc<Notify>,
     health: PollerHealth,
 }
@@ -145,12 +145,12 @@ impl OutboxPoller {
                 )
             })
             .collect();
-        let shared = Shared {
+        let shared = PollerContext {
             store,
             routes,
             settings,
             metrics,
-            held: Held::new(),
+            held: HeldRows::new(),
             handles,
         };
         Self {
@@ -270,7 +270,7 @@ impl Helpers {
 
 /// OUT-58 step 2: every row whose publish has not started goes back to `pending` in one fenced
 /// write, `attempt` unchanged (OUT-59). A failure leaves them to lease expiry.
-async fn release_unstarted(shared: &Shared) {
+async fn release_unstarted(shared: &PollerContext) {
     let queued = shared.held.take_queued();
     if queued.is_empty() {
         return;
@@ -304,7 +304,7 @@ async fn release_unstarted(shared: &Shared) {
 
 /// OUT-58 steps 3–4: wait for the publishes in flight and their writes, renewing meanwhile;
 /// after `shutdownTimeoutMs` abandon the rest, writing nothing to them.
-async fn wait_in_flight(shared: &Shared) {
+async fn wait_in_flight(shared: &PollerContext) {
     let timeout = shared.settings.shutdown_timeout;
     let in_flight = shared.held.counts().held;
     if in_flight == 0 {

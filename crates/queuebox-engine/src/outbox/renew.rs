@@ -11,10 +11,10 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 use tracing::Level;
 
-use super::Shared;
+use super::PollerContext;
 use super::row::row_event;
-use queuebox_telemetry::Component;
 use crate::repeat::RepeatLog;
+use queuebox_telemetry::Component;
 
 /// OUT-40: `claimTimeoutMs / 3`, rounded down, at least 1 ms.
 pub fn renew_period(claim_timeout: Duration) -> Duration {
@@ -23,7 +23,7 @@ pub fn renew_period(claim_timeout: Duration) -> Duration {
 
 /// Runs until `stop`, which the poller cancels only when it holds nothing more or abandons the
 /// rest (OUT-58 steps 3–4).
-pub async fn run_renewal(shared: Arc<Shared>, stop: CancellationToken) {
+pub async fn run_renewal(shared: Arc<PollerContext>, stop: CancellationToken) {
     let period = renew_period(shared.settings.claim_timeout);
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     // A slow database must not cause a burst of renewals when it answers again.
@@ -74,7 +74,7 @@ pub async fn run_renewal(shared: Arc<Shared>, stop: CancellationToken) {
 }
 
 /// OUT-43: the publish does not start or is abandoned (the token), nothing more is written.
-fn lost(shared: &Shared, missing: &[Claim]) {
+fn lost(shared: &PollerContext, missing: &[Claim]) {
     for entry in shared.held.take_lost(missing) {
         shared.metrics.claims_lost(Component::Outbox).inc();
         row_event!(

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use queuebox_core::{Destination, Outcome, OutgoingMessage};
 use queuebox_core::redact::redact;
-use queuebox_core::retry::{FailureFate, RetryPolicy};
+use queuebox_core::retry::{Attempt, FailureFate, MaxAttempts, RetryPolicy};
 use queuebox_core::row_check::check_row;
+use queuebox_core::{Destination, Outcome, OutgoingMessage};
 use queuebox_store::{Claim, ClaimedRow, TerminalWrite};
 use uuid::Uuid;
 
@@ -145,7 +145,12 @@ pub fn terminal_write(
         Outcome::Failed {
             reason,
             retry_after,
-        } => match retry.fate(attempt, max_attempts, retry_after, jitter) {
+        } => match retry.fate(
+            Attempt(attempt),
+            MaxAttempts(max_attempts),
+            retry_after,
+            jitter,
+        ) {
             FailureFate::Retry { attempt, delay } => TerminalWrite::Retry {
                 claim,
                 attempt,

@@ -8,7 +8,7 @@ use queuebox_core::redact::redact;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
-use super::Shared;
+use super::PollerContext;
 use crate::repeat::RepeatLog;
 
 /// OUT-46: at most once per `claimTimeoutMs / 5` (at least 1 ms).
@@ -24,7 +24,7 @@ fn ticker(period: Duration) -> tokio::time::Interval {
 }
 
 /// OUT-46: once at start, then periodically; any replica may reclaim any row.
-pub async fn run_reclaim(shared: Arc<Shared>, stop: CancellationToken) {
+pub async fn run_reclaim(shared: Arc<PollerContext>, stop: CancellationToken) {
     let mut ticker = ticker(reclaim_period(shared.settings.claim_timeout));
     let mut failures = RepeatLog::default();
     loop {
@@ -54,7 +54,7 @@ pub async fn run_reclaim(shared: Arc<Shared>, stop: CancellationToken) {
 }
 
 /// MET-6: the gauges query at most once per interval; a failed refresh keeps the last value.
-pub async fn run_pending_gauges(shared: Arc<Shared>, stop: CancellationToken) {
+pub async fn run_pending_gauges(shared: Arc<PollerContext>, stop: CancellationToken) {
     let mut ticker = ticker(
         shared
             .settings

@@ -12,10 +12,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Level;
 
-use super::Shared;
+use super::PollerContext;
 use super::row::{RowLog, row_event};
-use queuebox_telemetry::{Component, OutboxStatus};
 use crate::repeat::RepeatLog;
+use queuebox_telemetry::{Component, OutboxStatus};
 
 /// Most terminal writes in one `finish` statement.
 pub const MAX_BATCH: usize = 256;
@@ -58,7 +58,7 @@ pub fn take_ready(
 /// Runs until `stop` (the abandon at shutdown): pending writes are then dropped unwritten, and
 /// their rows come back through the reclaim (OUT-58 step 4).
 pub async fn run_writer(
-    shared: Arc<Shared>,
+    shared: Arc<PollerContext>,
     mut rx: mpsc::UnboundedReceiver<Completion>,
     stop: CancellationToken,
 ) {
@@ -119,7 +119,7 @@ pub async fn run_writer(
 
 /// OUT-45: after the fifth retry the row is no longer held: no write, an error line, and
 /// `queuebox_outbox_process_errors_total`; the lease expires and the reclaim returns it.
-fn give_up_exhausted(shared: &Shared, batch: &mut Vec<Pending>, error: &str) {
+fn give_up_exhausted(shared: &PollerContext, batch: &mut Vec<Pending>, error: &str) {
     batch.iter_mut().for_each(|p| p.failures += 1);
     batch.retain(|p| {
         if p.failures <= FINISH_RETRIES {
@@ -148,7 +148,7 @@ fn outcome_word(write: &TerminalWrite) -> &'static str {
 }
 
 /// One row's answer: written (count, time, log) or lost (OUT-44).
-fn settle(shared: &Shared, completion: Completion, written: &HashSet<Claim>) {
+fn settle(shared: &PollerContext, completion: Completion, written: &HashSet<Claim>) {
     let Completion { write, log } = completion;
     let claim = write.claim();
     let Some(entry) = shared.held.remove(&claim) else {

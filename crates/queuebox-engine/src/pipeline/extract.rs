@@ -75,7 +75,10 @@ impl Chain {
                 let id = message.protocol_id?;
                 self.accept(normalize_text(id), message, || "the protocol id".to_owned())
             }
-            Step::Digest => Some(format!("sha256:{}", hex::encode(Sha256::digest(message.body)))),
+            Step::Digest => Some(format!(
+                "sha256:{}",
+                hex::encode(Sha256::digest(message.body))
+            )),
         }
     }
 
@@ -135,7 +138,8 @@ fn candidate_at(
         Value::Number(number) => {
             // The raw literal keeps digits an f64 lost; serde_json's own text is the fallback,
             // never needed for a body serde_json accepted.
-            let literal = locate(text, path.steps()).map_or_else(|| number.to_string(), str::to_owned);
+            let literal =
+                locate(text, path.steps()).map_or_else(|| number.to_string(), str::to_owned);
             normalize_number(&literal, MAX_UTF16_UNITS).map(Some)
         }
         Value::Bool(flag) => Ok(Some(flag.to_string())),

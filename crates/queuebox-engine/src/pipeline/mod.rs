@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use queuebox_core::correlation::CorrelationId;
 use queuebox_core::filter::Filter;
-use queuebox_core::intake::{IntakeOutcome, Refusal, StoredState};
 use queuebox_core::inbox::{AttributeSteps, Consumption, IntakeProtocol, SourceRules};
+use queuebox_core::intake::{IntakeOutcome, Refusal, StoredState};
 use queuebox_core::{ReceivedMessage, SourceName};
 use queuebox_store::{NewInboxRow, Schedule};
 use queuebox_telemetry::RejectionReason;
@@ -40,6 +40,9 @@ pub enum PipelineError {
 }
 
 /// What the pipeline made of one message.
+// `Store` is the common case and is moved straight into the writer's queue; boxing it would
+// add an allocation per message to save stack space on the rare `Settle`.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Admission {
     /// Insert this row; its outcome comes from the insert.

@@ -89,7 +89,12 @@ mod tests {
         }
     }
 
-    fn schedule(rule: &ScheduleRule, header: Option<&str>, body: &str, broker: Option<i64>) -> Schedule {
+    fn schedule(
+        rule: &ScheduleRule,
+        header: Option<&str>,
+        body: &str,
+        broker: Option<i64>,
+    ) -> Schedule {
         let headers: ReceivedHeaders = header
             .map(|v| ("X-Published-At".to_owned(), v.to_owned()))
             .into_iter()
@@ -122,9 +127,17 @@ mod tests {
             publish_epoch_ms: ms,
             delay: DELAY,
         };
-        assert_eq!(schedule(&r, Some("1790000000"), "{}", Some(7)), at(1_790_000_000_000));
         assert_eq!(
-            schedule(&r, Some("yesterday"), r#"{"at":null,"sentAt":"2026-09-21T10:00:00Z"}"#, None),
+            schedule(&r, Some("1790000000"), "{}", Some(7)),
+            at(1_790_000_000_000)
+        );
+        assert_eq!(
+            schedule(
+                &r,
+                Some("yesterday"),
+                r#"{"at":null,"sentAt":"2026-09-21T10:00:00Z"}"#,
+                None
+            ),
             at(1_789_984_800_000)
         );
         assert_eq!(schedule(&r, None, r#"{"at":"soon"}"#, Some(7)), at(7));

@@ -17,7 +17,11 @@ fn spec(protocol: IntakeProtocol) -> SourceRules {
         consumption: Consumption::Push,
         filter: Filter::default(),
         idempotency_key: AttributeSteps {
-            header: header(if broker { "x-idempotency-key" } else { "Idempotency-Key" }),
+            header: header(if broker {
+                "x-idempotency-key"
+            } else {
+                "Idempotency-Key"
+            }),
             paths: path("$.id"),
         },
         aggregate_id: AttributeSteps {
@@ -83,7 +87,8 @@ fn inb_31_a_broker_key_comes_from_the_header_then_the_path_then_the_protocol_id_
 }
 
 #[test]
-fn inb_31_broker_aggregate_and_event_type_read_the_body_before_the_header_and_kafka_falls_back_to_the_record_key() {
+fn inb_31_broker_aggregate_and_event_type_read_the_body_before_the_header_and_kafka_falls_back_to_the_record_key()
+ {
     let kafka = SourcePipeline::new(spec(IntakeProtocol::Kafka)).unwrap();
     let headers = [("x-aggregate-id", "agg-h"), ("x-event-type", "type-h")];
     let stored = row(kafka.admit(message(
@@ -100,7 +105,10 @@ fn inb_31_broker_aggregate_and_event_type_read_the_body_before_the_header_and_ka
     assert_eq!(stored.aggregate_id.as_deref(), Some("record-key"));
     let nats = SourcePipeline::new(spec(IntakeProtocol::Nats)).unwrap();
     let stored = row(nats.admit(message(&[], br#"{"id":"1"}"#, amqp_id("msg-id"))));
-    assert_eq!(stored.aggregate_id, None, "only Kafka has the record-key step");
+    assert_eq!(
+        stored.aggregate_id, None,
+        "only Kafka has the record-key step"
+    );
 }
 
 #[test]
@@ -111,9 +119,19 @@ fn inb_56_a_broker_body_that_is_not_json_is_one_dead_row_with_the_raw_text() {
         assert_eq!(stored.state, StoredState::Dead);
         assert_eq!(stored.last_error.as_deref(), Some(NOT_JSON_ERROR));
         let raw = String::from_utf8_lossy(body);
-        assert_eq!(stored.payload, serde_json::json!({ "raw": raw }).to_string());
-        assert_eq!(stored.idempotency_key, "n-1", "the protocol id needs no JSON");
-        assert_eq!(stored.event_type.as_deref(), Some("t"), "the header step needs no JSON");
+        assert_eq!(
+            stored.payload,
+            serde_json::json!({ "raw": raw }).to_string()
+        );
+        assert_eq!(
+            stored.idempotency_key, "n-1",
+            "the protocol id needs no JSON"
+        );
+        assert_eq!(
+            stored.event_type.as_deref(),
+            Some("t"),
+            "the header step needs no JSON"
+        );
         assert_eq!(
             stored.schedule,
             Schedule::AfterReceipt {
@@ -147,9 +165,11 @@ fn inb_30_a_filtered_message_settles_before_its_body_is_read() {
         test: FilterTest::Equals("acme".into()),
     });
     let pipeline = SourcePipeline::new(spec).unwrap();
-    let Admission::Settle(IntakeOutcome::Filtered { rule }) =
-        pipeline.admit(message(&[("x-tenant", "other")], b"not json", Default::default()))
-    else {
+    let Admission::Settle(IntakeOutcome::Filtered { rule }) = pipeline.admit(message(
+        &[("x-tenant", "other")],
+        b"not json",
+        Default::default(),
+    )) else {
         panic!("expected filtered");
     };
     assert_eq!(rule.0, "require[0] (x-tenant equals)");

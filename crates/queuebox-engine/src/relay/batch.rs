@@ -11,10 +11,10 @@ use queuebox_store::{Claim, RelayRow};
 use tokio_util::sync::CancellationToken;
 use tracing::Level;
 
-use super::Shared;
+use super::RelayContext;
 use super::forward::{RelayLog, forwarded_row, relay_event, render_topic};
-use queuebox_telemetry::{Component, InboxStatus};
 use crate::repeat::RepeatLog;
+use queuebox_telemetry::{Component, InboxStatus};
 
 /// How a batch went.
 pub struct BatchEnd {
@@ -32,12 +32,12 @@ pub struct Logs {
 /// The claims of the batch not yet ended, shared by the forward and the renewal (never locked
 /// across an `.await`).
 #[derive(Default)]
-struct Held {
-    inner: Mutex<HeldInner>,
+struct BatchClaims {
+    inner: Mutex<BatchClaimsInner>,
 }
 
 #[derive(Default)]
-struct HeldInner {
+struct BatchClaimsInner {
     /// Claimed, forward not started.
     waiting: HashMap<Claim, RelayLog>,
     /// The forward in progress. Its own fenced write decides whether its claim is lost, so the
@@ -45,8 +45,8 @@ struct HeldInner {
     forwarding: Option<Claim>,
 }
 
-impl Held {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HeldInner> {
+impl BatchClaims {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BatchClaimsInner> {
         // A panic while locked cannot leave the map half-changed; go on with what it holds.
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -91,7 +91,7 @@ impl Held {
 /// Forwards `rows` (RLY-9) and returns when each is forwarded, dead, released or lost. After
 /// `stop` it starts no further row and releases the unstarted ones (RLY-15).
 pub async fn forward(
-    shared: &Shared,
+    shared: &RelayContext,
     rows: Vec<RelayRow>,
     stop: &CancellationToken,
     logs: &mut Logs,
@@ -99,7 +99,7 @@ pub async fn forward(
     if rows.is_empty() {
         return BatchEnd { failed: false };
     }
-    let held = Held::default();
+    let held = BatchClaims::default();
     held.lock().waiting = rows
         .iter()
         .map(|row| (row.claim, RelayLog::of(row)))
@@ -136,7 +136,11 @@ pub fn renew_period(claim_timeout: Duration) -> Duration {
 }
 
 /// Renews every held claim each period until dropped (when the forward of the batch ends).
-async fn renew(shared: &Shared, held: &Held, failures: &mut RepeatLog) -> std::convert::Infallible {
+async fn renew(
+    shared: &RelayContext,
+    held: &BatchClaims,
+    failures: &mut RepeatLog,
+) -> std::convert::Infallible {
     let lease = shared.settings.claim_timeout;
     let period = renew_period(lease);
     loop {
@@ -176,7 +180,7 @@ async fn renew(shared: &Shared, held: &Held, failures: &mut RepeatLog) -> std::c
 }
 
 /// RLY-7: the relay stops work on the row and writes nothing more; its new owner forwards it.
-fn lost(shared: &Shared, log: &RelayLog, why: &str) {
+fn lost(shared: &RelayContext, log: &RelayLog, why: &str) {
     shared.metrics.claims_lost(Component::Inbox).inc();
     relay_event!(
         Level::WARN,
@@ -187,7 +191,7 @@ fn lost(shared: &Shared, log: &RelayLog, why: &str) {
 }
 
 /// RLY-9 for one row; `false` when the forward failed (RLY-12).
-async fn forward_one(shared: &Shared, row: RelayRow, failures: &mut RepeatLog) -> bool {
+async fn forward_one(shared: &RelayContext, row: RelayRow, failures: &mut RepeatLog) -> bool {
     let claim = row.claim;
     let mut log = RelayLog::of(&row);
     let Some(template) = shared.topics.get(&row.source) else {
@@ -239,7 +243,7 @@ async fn forward_one(shared: &Shared, row: RelayRow, failures: &mut RepeatLog) -
 
 /// RLY-9 step 1: an invalid topic sends the row to `dead`, writing nothing to the outbox.
 async fn dead(
-    shared: &Shared,
+    shared: &RelayContext,
     claim: Claim,
     log: &RelayLog,
     invalid: &str,
@@ -263,7 +267,7 @@ async fn dead(
 /// RLY-12: one fenced write back to `pending` with the redacted error, `attempt` and
 /// `scheduled_at` unchanged, so the row keeps its place in its aggregate.
 async fn fail(
-    shared: &Shared,
+    shared: &RelayContext,
     claim: Claim,
     log: &RelayLog,
     error: String,
@@ -297,7 +301,7 @@ async fn fail(
 
 /// RLY-15: the claimed rows whose forward has not started go back to `pending`, fenced, with
 /// nothing else changed. A failure leaves them to the reclaim (RLY-8).
-async fn release_unstarted(shared: &Shared, unstarted: Vec<(Claim, RelayLog)>) {
+async fn release_unstarted(shared: &RelayContext, unstarted: Vec<(Claim, RelayLog)>) {
     let claims: Vec<Claim> = unstarted.iter().map(|(c, _)| *c).collect();
     match shared.store.relay_release(&claims, None).await {
         Ok(released) => {
@@ -357,7 +361,7 @@ mod tests {
     #[test]
     fn rly_7_a_renewal_never_judges_the_forward_in_progress_and_a_lost_row_is_skipped() {
         let (a, b, c) = (claim(), claim(), claim());
-        let held = Held::default();
+        let held = BatchClaims::default();
         held.lock().waiting = [a, b, c].into_iter().map(|x| (x, log(x))).collect();
         assert!(held.start(a));
         assert_eq!(held.claims().len(), 3, "the row in progress is renewed too");

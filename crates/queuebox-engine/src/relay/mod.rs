@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 pub use forward::{identity_headers, render_topic};
 
 use crate::error::EngineError;
-use queuebox_telemetry::Metrics;
 use crate::repeat::RepeatLog;
+use queuebox_telemetry::Metrics;
 
 /// The relay's settings; the binary maps `inbox.relay.*` (CFG-48) to them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,7 +81,7 @@ impl Drop for Running {
 }
 
 /// What the claim loop and the batch both read.
-pub(crate) struct Shared {
+pub(crate) struct RelayContext {
     store: Arc<dyn RelayStore>,
     topics: HashMap<String, Template>,
     settings: RelaySettings,
@@ -91,7 +91,7 @@ pub(crate) struct Shared {
 
 /// The push relay of one replica (RLY-1: at most one per replica).
 pub struct Relay {
-    shared: Shared,
+    shared: RelayContext,
     sources: Vec<String>,
     wake: Arc<Notify>,
     health: RelayHealth,
@@ -114,7 +114,7 @@ impl Relay {
         let mut names: Vec<String> = topics.keys().cloned().collect();
         names.sort_unstable();
         Self {
-            shared: Shared {
+            shared: RelayContext {
                 store,
                 topics,
                 settings,
@@ -253,7 +253,7 @@ struct Upkeep {
 
 impl Upkeep {
     /// Runs each query whose period has passed; the first call runs both (RLY-8: at start).
-    async fn run(&mut self, shared: &Shared) {
+    async fn run(&mut self, shared: &RelayContext) {
         let settings = &shared.settings;
         if due(self.reclaimed_at, reclaim_period(settings.claim_timeout)) {
             self.reclaimed_at = Some(Instant::now());

@@ -10,18 +10,17 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use queuebox_config::{DatabaseConfig, DatabaseTarget, DatabaseType, PgSslMode, PostgresTarget};
-use queuebox_core::{Destination, DestinationType, Outcome, OutgoingMessage, ReadinessComponent};
 use queuebox_core::glob::TopicGlob;
 use queuebox_core::retry::RetryPolicy;
+use queuebox_core::{Destination, DestinationType, Outcome, OutgoingMessage, ReadinessComponent};
 use queuebox_core::{Secret, TableLayout};
 use queuebox_engine::EngineError;
-use queuebox_telemetry::Metrics;
 use queuebox_engine::outbox::{OutboxPoller, OutboxSettings, Route};
 use queuebox_store::{
     Claim, ForwardedRow, InsertOutcome, IntakeStore, MigrateRequest, NewInboxRow, OutboxStore,
-    RelayRow, RelayStore, RetentionRule, RetentionStore, SchemaStore, StoreError,
+    RelayRow, RelayStore, RetentionRule, RetentionStore, Store, StoreError,
 };
-use queuebox_store_postgres::PgStore;
+use queuebox_telemetry::Metrics;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_postgres::{Client, NoTls};
@@ -103,8 +102,8 @@ impl TestDb {
     }
 
     /// A new store (its own pool), as another replica would have.
-    pub async fn store(&self) -> PgStore {
-        PgStore::connect(&config(&self.schema))
+    pub async fn store(&self) -> Arc<dyn Store> {
+        queuebox_store_postgres::connect(&config(&self.schema))
             .await
             .expect("connect to the test database")
     }
@@ -454,7 +453,7 @@ impl Running {
 /// (OUT-18 claim failures, OUT-42 renewal failures, OUT-45 terminal-write failures): each call
 /// either fails with a database error before reaching PostgreSQL, or goes through.
 pub struct Faulty {
-    pub inner: PgStore,
+    pub inner: Arc<dyn Store>,
     /// The next this many claims fail.
     pub fail_claims: AtomicUsize,
     /// The next this many renewals fail (`usize::MAX`: all).
@@ -465,7 +464,7 @@ pub struct Faulty {
 }
 
 impl Faulty {
-    pub fn new(inner: PgStore) -> Arc<Self> {
+    pub fn new(inner: Arc<dyn Store>) -> Arc<Self> {
         Arc::new(Self {
             inner,
             fail_claims: AtomicUsize::new(0),
@@ -606,14 +605,14 @@ fn install_capture() -> Arc<Mutex<Vec<u8>>> {
 pub trait InboxHooks: Send + Sync {
     async fn insert_batch(
         &self,
-        store: &PgStore,
+        store: &dyn Store,
         rows: &[NewInboxRow],
     ) -> Result<Vec<InsertOutcome>, StoreError> {
         store.insert_batch(rows).await
     }
     async fn relay_forward(
         &self,
-        store: &PgStore,
+        store: &dyn Store,
         claim: Claim,
         row: &ForwardedRow,
     ) -> Result<bool, StoreError> {
@@ -621,7 +620,7 @@ pub trait InboxHooks: Send + Sync {
     }
     async fn retention_delete(
         &self,
-        store: &PgStore,
+        store: &dyn Store,
         rule: RetentionRule,
         batch: u32,
     ) -> Result<u64, StoreError> {
@@ -631,14 +630,14 @@ pub trait InboxHooks: Send + Sync {
 
 /// The real PostgreSQL inbox store with a test's [`InboxHooks`] in front of it.
 pub struct Hooked<H> {
-    pub store: PgStore,
+    pub store: Arc<dyn Store>,
     pub hooks: H,
 }
 
 #[async_trait]
 impl<H: InboxHooks> IntakeStore for Hooked<H> {
     async fn insert_batch(&self, rows: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
-        self.hooks.insert_batch(&self.store, rows).await
+        self.hooks.insert_batch(&*self.store, rows).await
     }
 }
 
@@ -660,7 +659,7 @@ impl<H: InboxHooks> RelayStore for Hooked<H> {
         self.store.relay_renew(claims, lease).await
     }
     async fn relay_forward(&self, claim: Claim, row: &ForwardedRow) -> Result<bool, StoreError> {
-        self.hooks.relay_forward(&self.store, claim, row).await
+        self.hooks.relay_forward(&*self.store, claim, row).await
     }
     async fn relay_dead(&self, claim: Claim, error: &str) -> Result<bool, StoreError> {
         self.store.relay_dead(claim, error).await
@@ -683,6 +682,6 @@ impl<H: InboxHooks> RelayStore for Hooked<H> {
 #[async_trait]
 impl<H: InboxHooks> RetentionStore for Hooked<H> {
     async fn retention_delete(&self, rule: RetentionRule, batch: u32) -> Result<u64, StoreError> {
-        self.hooks.retention_delete(&self.store, rule, batch).await
+        self.hooks.retention_delete(&*self.store, rule, batch).await
     }
 }

@@ -6,11 +6,9 @@ use std::time::{Duration, SystemTime};
 
 use base64::Engine as _;
 use queuebox_core::Secret;
-use queuebox_core::{
-    Destination, DestinationType, Outcome, OutgoingMessage, ReadinessComponent,
-};
-use queuebox_telemetry::Metrics;
 use queuebox_core::redact::error_text;
+use queuebox_core::{Destination, DestinationType, Outcome, OutgoingMessage, ReadinessComponent};
+use queuebox_telemetry::Metrics;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
 use url::Url;
 

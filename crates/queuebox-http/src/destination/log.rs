@@ -8,10 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use queuebox_core::Secret;
-use queuebox_core::{
-    Destination, DestinationType, Outcome, OutgoingMessage, ReadinessComponent,
-};
 use queuebox_core::redact::redact;
+use queuebox_core::{Destination, DestinationType, Outcome, OutgoingMessage, ReadinessComponent};
 
 use super::DestinationError;
 use super::headers::{Groups, assemble, check_static, log_dropped};

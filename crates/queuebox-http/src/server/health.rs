@@ -136,11 +136,7 @@ impl Readiness {
             if let Status::Down(reason) = status {
                 slot.warn(reason);
             }
-            statuses.push((
-                slot.component.name(),
-                slot.component.is_advisory(),
-                status,
-            ));
+            statuses.push((slot.component.name(), slot.component.is_advisory(), status));
         }
         let healthy = statuses
             .iter()

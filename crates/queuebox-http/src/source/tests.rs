@@ -30,7 +30,10 @@ struct AcceptAll;
 #[async_trait]
 impl IntakeStore for AcceptAll {
     async fn insert_batch(&self, rows: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
-        Ok(rows.iter().map(|row| InsertOutcome::Stored(row.id)).collect())
+        Ok(rows
+            .iter()
+            .map(|row| InsertOutcome::Stored(row.id))
+            .collect())
     }
 }
 

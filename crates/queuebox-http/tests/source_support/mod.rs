@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use queuebox_config::{Consumption, Filter, HeaderName, HttpSource, InboundAuth, Source, SourceKind};
+use queuebox_config::{
+    Consumption, Filter, HeaderName, HttpSource, InboundAuth, Source, SourceKind,
+};
 use queuebox_core::intake::{IntakeOutcome, PendingOutcome};
 use queuebox_core::jsonpath::JsonPath;
 use queuebox_core::template::{Template, TemplateFields};
@@ -80,7 +82,10 @@ impl IntakeStore for MemoryInbox {
     async fn insert_batch(&self, batch: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
         let gate = self.gate.lock().unwrap().clone();
         if let Some(gate) = gate {
-            gate.acquire_many(batch.len() as u32).await.unwrap().forget();
+            gate.acquire_many(batch.len() as u32)
+                .await
+                .unwrap()
+                .forget();
         }
         if self.mode.load(Ordering::SeqCst) == FAIL {
             return Err(StoreError::Database {

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use queuebox_config::PgSslMode;
+use queuebox_core::database::PgSslMode;
 use queuebox_core::{Secret, TableLayout};
 use queuebox_store::{SchemaStore, StoreAction, StoreError};
 use queuebox_store_postgres::PgStore;

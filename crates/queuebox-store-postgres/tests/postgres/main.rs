@@ -4,6 +4,7 @@
 mod conformance;
 mod conformance_inbox;
 mod connect;
+mod errors;
 mod guard;
 mod migrate;
 mod support;

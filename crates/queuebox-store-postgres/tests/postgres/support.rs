@@ -4,7 +4,9 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use queuebox_config::{DatabaseConfig, DatabaseTarget, DatabaseType, PgSslMode, PostgresTarget};
+use queuebox_core::database::{
+    DatabaseConfig, DatabaseTarget, DatabaseType, PgSslMode, PostgresTarget,
+};
 use queuebox_core::{Secret, TableLayout};
 use queuebox_store_postgres::PgStore;
 use tokio_postgres::{Client, NoTls};

@@ -4,7 +4,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use uuid::Uuid;
 
-use crate::intake::{Consumption, InsertOutcome, IntakeStore, NewInboxRow, Schedule};
+use crate::intake::{Consumption, InsertOutcome, IntakeStore, NewInboxRow, Schedule, StoredState};
 use crate::outbox::Claim;
 use crate::relay::RelayRow;
 

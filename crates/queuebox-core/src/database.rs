@@ -1,7 +1,10 @@
-//! The validated `database` section (config.md §6): what the stores need to connect and which
-//! tables and columns to use.
+//! Where the database is and how to use it, by `database.type` (config.md §6): the typed
+//! connection targets and pool, timeout and migrate settings that the config crate produces and
+//! the stores consume. Values only, no I/O.
 
-use queuebox_core::{Secret, TableLayout};
+use std::path::PathBuf;
+
+use crate::{Secret, TableLayout};
 
 /// `database.type` (CFG-37).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,13 +57,52 @@ pub struct PostgresTarget {
     pub options: Option<String>,
 }
 
-/// Where the database is, by type. Stores for SQL Server, MySQL and SQLite come later; their
-/// URLs are still parsed and validated now, so `check` can accept them.
+/// MySQL / MariaDB `ssl-mode` (CFG-40), any letter case in the URL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MysqlSslMode {
+    Disabled,
+    #[default]
+    Preferred,
+    Required,
+    VerifyCa,
+    VerifyIdentity,
+}
+
+/// Everything needed to open a MySQL or MariaDB connection, from `mysql://`, `jdbc:mysql://`
+/// or `jdbc:mariadb://` (same shape), with `database.username` / `database.password` on top.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MysqlTarget {
+    pub host: String,
+    /// Default 3306.
+    pub port: u16,
+    /// Required in the URL's path.
+    pub database: String,
+    pub user: String,
+    pub password: Secret,
+    pub ssl_mode: MysqlSslMode,
+    /// `ssl-ca`: a file with trusted CA certificates.
+    pub ssl_ca: Option<String>,
+}
+
+/// Where a SQLite database lives (CFG-42).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SqliteTarget {
+    /// `sqlite://PATH` / `jdbc:sqlite:PATH`: the file, resolved against the working directory
+    /// (CFG-7); created when it does not exist, in a folder that must exist.
+    File(PathBuf),
+    /// `sqlite::memory:` / `jdbc:sqlite::memory:`: in the process only, empty at every start.
+    Memory,
+}
+
+/// Where the database is, by type.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum DatabaseTarget {
     Postgres(PostgresTarget),
-    /// A validated URL of another type, kept whole (masked whenever it is printed).
-    Other {
+    Mysql(MysqlTarget),
+    Sqlite(SqliteTarget),
+    /// SQL Server: a validated URL kept whole (masked whenever it is printed); no store of this
+    /// build opens one.
+    Sqlserver {
         url: Secret,
     },
 }
@@ -72,7 +114,7 @@ pub struct DatabaseConfig {
     pub target: DatabaseTarget,
     /// `url` with its password replaced by `***` (CFG-23): the only form ever printed.
     pub masked_url: String,
-    /// `host:port` for messages such as "did not answer within".
+    /// `host:port` for messages such as "did not answer within" (the file path for SQLite).
     pub host_port: String,
     pub pool_size: u32,
     pub connection_timeout_ms: u64,
