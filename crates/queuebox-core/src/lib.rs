@@ -10,6 +10,7 @@ pub mod redact;
 pub mod retry;
 pub mod row_check;
 pub mod secret;
+pub mod sql_template;
 pub mod template;
 
 pub use layout::{InboxColumns, OutboxColumns, SqlIdentifier, TableLayout};

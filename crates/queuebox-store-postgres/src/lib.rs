@@ -13,6 +13,7 @@ mod migrate;
 mod outbox;
 mod outbox_sql;
 mod redact;
+mod render;
 mod sql;
 mod store;
 mod tls;
