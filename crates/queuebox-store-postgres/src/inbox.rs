@@ -115,7 +115,7 @@ fn relay_row(row: &Row) -> Result<RelayRow, tokio_postgres::Error> {
 
 impl PgStore {
     /// Runs one row-count statement on one pooled connection.
-    async fn execute(
+    pub(crate) async fn execute(
         &self,
         during: &'static str,
         sql: &str,

@@ -10,6 +10,8 @@ mod guard;
 mod inbox;
 mod inbox_sql;
 mod migrate;
+mod operator;
+mod operator_sql;
 mod outbox;
 mod outbox_sql;
 mod redact;

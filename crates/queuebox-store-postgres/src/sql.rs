@@ -61,6 +61,26 @@ pub(crate) const RETENTION_OUTBOX_AGE: &str = include_str!("../queries/retention
 pub(crate) const RETENTION_OUTBOX_COUNT: &str =
     include_str!("../queries/retention/outbox_count.sql");
 pub(crate) const RETENTION_INBOX_AGE: &str = include_str!("../queries/retention/inbox_age.sql");
+pub(crate) const OPERATOR_OUTBOX_LIST: &str = include_str!("../queries/operator/outbox_list.sql");
+pub(crate) const OPERATOR_OUTBOX_SHOW: &str = include_str!("../queries/operator/outbox_show.sql");
+pub(crate) const OPERATOR_OUTBOX_REPLAY: &str =
+    include_str!("../queries/operator/outbox_replay.sql");
+pub(crate) const OPERATOR_OUTBOX_DELETE_ONE: &str =
+    include_str!("../queries/operator/outbox_delete_one.sql");
+pub(crate) const OPERATOR_OUTBOX_DELETE: &str =
+    include_str!("../queries/operator/outbox_delete.sql");
+pub(crate) const OPERATOR_OUTBOX_COUNTS: &str =
+    include_str!("../queries/operator/outbox_counts.sql");
+pub(crate) const OPERATOR_OUTBOX_TOPICS: &str =
+    include_str!("../queries/operator/outbox_topics.sql");
+pub(crate) const OPERATOR_INBOX_LIST: &str = include_str!("../queries/operator/inbox_list.sql");
+pub(crate) const OPERATOR_INBOX_SHOW: &str = include_str!("../queries/operator/inbox_show.sql");
+pub(crate) const OPERATOR_INBOX_REQUEUE: &str =
+    include_str!("../queries/operator/inbox_requeue.sql");
+pub(crate) const OPERATOR_INBOX_DELETE_ONE: &str =
+    include_str!("../queries/operator/inbox_delete_one.sql");
+pub(crate) const OPERATOR_INBOX_DELETE: &str = include_str!("../queries/operator/inbox_delete.sql");
+pub(crate) const OPERATOR_INBOX_COUNTS: &str = include_str!("../queries/operator/inbox_counts.sql");
 
 /// The catalog and history statements that take parameters, rendered once per store (they name
 /// no mapped table, so every store renders them alike). The others run as written.

@@ -17,6 +17,7 @@ use queuebox_store::{
 use crate::dialect::PgDialect;
 use crate::inbox_sql::InboxSql;
 use crate::migrate::PgMigrationBackend;
+use crate::operator_sql::OperatorSql;
 use crate::outbox_sql::OutboxSql;
 use crate::sql::CatalogSql;
 use crate::{classify, connect, guard, redact, sql};
@@ -30,6 +31,8 @@ pub struct PgStore {
     pub(crate) outbox_sql: Arc<OutboxSql>,
     /// The inbox, relay and retention statements, rendered once (`inbox_sql.rs`).
     pub(crate) inbox_sql: Arc<InboxSql>,
+    /// The operator statements, rendered once (`operator_sql.rs`).
+    pub(crate) operator_sql: Arc<OperatorSql>,
     /// The catalog and history statements, rendered once (`sql.rs`).
     catalog_sql: Arc<CatalogSql>,
     startup_timeout_ms: u64,
@@ -54,6 +57,7 @@ impl PgStore {
         let target = postgres_target(db)?;
         let outbox_sql = Arc::new(OutboxSql::new(&db.layout)?);
         let inbox_sql = Arc::new(InboxSql::new(&db.layout)?);
+        let operator_sql = Arc::new(OperatorSql::new(&db.layout)?);
         let catalog_sql = Arc::new(CatalogSql::new()?);
         let pool = connect::build_pool(db, target)?;
         connect::wait_for_database(&pool, db, target).await?;
@@ -62,6 +66,7 @@ impl PgStore {
             layout: db.layout.clone(),
             outbox_sql,
             inbox_sql,
+            operator_sql,
             catalog_sql,
             startup_timeout_ms: db.startup_timeout_ms,
             operation_timeout: Duration::from_millis(db.connection_timeout_ms),

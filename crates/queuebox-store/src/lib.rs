@@ -15,6 +15,7 @@ pub mod error;
 pub mod guard;
 pub mod intake;
 pub mod migrate;
+pub mod operator;
 pub mod outbox;
 pub mod relay;
 pub mod retention;
@@ -27,6 +28,11 @@ pub use guard::{
 };
 pub use intake::{Consumption, InsertOutcome, IntakeStore, NewInboxRow, Schedule};
 pub use migrate::{MigrationBackend, MigrationSession, MigrationState, run_migrate};
+pub use operator::{
+    DeleteOutcome, FinishedInboxState, FinishedOutboxState, InboxFilter, InboxMessage, InboxState,
+    InboxSummary, ListCursor, OPERATOR_CHUNK, OperatorStore, OutboxFilter, OutboxMessage,
+    OutboxState, OutboxSummary, Page, PageRequest, StateCount, StateCounts, run_in_chunks,
+};
 pub use outbox::{Claim, ClaimedRow, OutboxStore, PendingStats, TerminalWrite};
 pub use relay::{ForwardedRow, RelayRow, RelayStore};
 pub use retention::{RetentionRule, RetentionStore};

@@ -3,8 +3,8 @@
 //! empty namespace of its own, and panics on a failed expectation.
 //!
 //! The outbox and inbox checks need a few set-up and inspection steps that are no part of any
-//! store trait (inserting rows as an application would, reading a row back, a replay or a pull
-//! claim by hand, moving a row's times into the past); each store's test crate provides them
+//! store trait (inserting rows as an application would, reading a row back, a pull claim by
+//! hand, moving a row's times into the past); each store's test crate provides them
 //! through [`ConformanceDatabase`] in its own SQL.
 
 use std::collections::BTreeMap;
@@ -18,8 +18,11 @@ use uuid::Uuid;
 
 use crate::store::Store;
 
+mod cases;
 mod inbox_insert;
 mod inbox_support;
+mod operator_inbox;
+mod operator_outbox;
 mod outbox_claim;
 mod outbox_load;
 mod outbox_recovery;
@@ -30,16 +33,19 @@ mod relay_writes;
 mod retention;
 mod schema;
 
-pub use inbox_insert::*;
-pub use outbox_claim::*;
-pub use outbox_load::*;
-pub use outbox_recovery::*;
-pub use outbox_writes::*;
-pub use relay_claim::*;
-pub use relay_load::*;
-pub use relay_writes::*;
-pub use retention::*;
-pub use schema::*;
+pub use cases::{Case, run};
+use inbox_insert::*;
+use operator_inbox::*;
+use operator_outbox::*;
+use outbox_claim::*;
+use outbox_load::*;
+use outbox_recovery::*;
+use outbox_writes::*;
+use relay_claim::*;
+use relay_load::*;
+use relay_writes::*;
+use retention::*;
+use schema::*;
 
 /// One outbox row as an application inserts it (OUT-4). `scheduled_in_ms` is added to the
 /// insert time; rows of one [`ConformanceDatabase::insert_outbox`] call share that time, so
@@ -156,9 +162,6 @@ pub trait ConformanceDatabase: Send + Sync {
 
     /// Test inspection: the number of rows in each state.
     async fn outbox_states(&self, layout: &TableLayout) -> BTreeMap<String, i64>;
-
-    /// Test set-up only: the replay write of outbox.md OUT-50 on one row, whatever its state.
-    async fn replay_outbox(&self, layout: &TableLayout, id: Uuid);
 
     /// Test set-up only: creates the inbox table with the layout's names, as an operator does
     /// for renamed names (schema.md SCH-39).

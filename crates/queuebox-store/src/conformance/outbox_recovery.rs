@@ -32,7 +32,9 @@ async fn claimed_after_a_retry(
 
 /// OUT-58 step 2 / OUT-59: a release returns unstarted rows to pending under the fence, with
 /// attempt, scheduled_at, last_error and claimed_at unchanged.
-pub async fn out_58_release_keeps_attempt_schedule_and_error(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_58_release_keeps_attempt_schedule_and_error(
+    factory: &dyn ConformanceFactory,
+) {
     let (db, store) = migrated(factory, "out58").await;
     let layout = TableLayout::default();
     let row = NewOutboxRow::new("t");
@@ -66,7 +68,7 @@ pub async fn out_58_release_keeps_attempt_schedule_and_error(factory: &dyn Confo
 /// OUT-46/47: the reclaim returns exactly the expired processing rows to pending, keeps
 /// attempt, scheduled_at and last_error, fences out the old owner, and the row is the head
 /// again for the next claim.
-pub async fn out_46_reclaim_returns_only_expired_rows(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_46_reclaim_returns_only_expired_rows(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out46").await;
     let layout = TableLayout::default();
     let expired_row = NewOutboxRow::new("t").key("k");
@@ -113,7 +115,7 @@ pub async fn out_46_reclaim_returns_only_expired_rows(factory: &dyn ConformanceF
 
 /// The pending gauges: pending rows of any schedule count; the age is that of the oldest due
 /// pending row by the database clock, 0 when none is due.
-pub async fn out_62_pending_stats_count_and_age(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_62_pending_stats_count_and_age(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out62").await;
     let layout = TableLayout::default();
     assert_eq!(

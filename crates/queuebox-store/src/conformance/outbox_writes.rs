@@ -62,7 +62,7 @@ pub(crate) fn left_processing(
 
 /// OUT-40/41: a renewal extends the lease under the fence; a stale token or an expired lease
 /// renews nothing and is absent from the answer.
-pub async fn out_41_renew_extends_the_lease_and_stale_renews_nothing(
+pub(crate) async fn out_41_renew_extends_the_lease_and_stale_renews_nothing(
     factory: &dyn ConformanceFactory,
 ) {
     let (db, store) = migrated(factory, "out41renew").await;
@@ -107,7 +107,9 @@ pub async fn out_41_renew_extends_the_lease_and_stale_renews_nothing(
 }
 
 /// SCH-15 "Delivered": `sent`, token and lease NULL, `updated_at` now; nothing else changes.
-pub async fn out_31_finish_sent_writes_exactly_its_columns(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_31_finish_sent_writes_exactly_its_columns(
+    factory: &dyn ConformanceFactory,
+) {
     let (db, store) = migrated(factory, "out31sent").await;
     let layout = TableLayout::default();
     let claim = claimed_rows(&*db, &*store, 1, LONG_LEASE).await[0];
@@ -128,7 +130,9 @@ pub async fn out_31_finish_sent_writes_exactly_its_columns(factory: &dyn Conform
 
 /// SCH-15 "Failed, attempts left": `pending`, the given attempt, `scheduled_at` = now +
 /// delay, `last_error`, plus the OUT-10 columns.
-pub async fn out_28_finish_retry_writes_exactly_its_columns(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_28_finish_retry_writes_exactly_its_columns(
+    factory: &dyn ConformanceFactory,
+) {
     let (db, store) = migrated(factory, "out28retry").await;
     let layout = TableLayout::default();
     let claim = claimed_rows(&*db, &*store, 1, LONG_LEASE).await[0];
@@ -158,7 +162,9 @@ pub async fn out_28_finish_retry_writes_exactly_its_columns(factory: &dyn Confor
 
 /// SCH-15 "Failed, no attempts left" and "Dead without a delivery": `dead`, the given attempt,
 /// `last_error` (cut to 2000 characters), `scheduled_at` unchanged.
-pub async fn out_28_finish_dead_writes_exactly_its_columns(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_28_finish_dead_writes_exactly_its_columns(
+    factory: &dyn ConformanceFactory,
+) {
     let (db, store) = migrated(factory, "out28dead").await;
     let layout = TableLayout::default();
     let claims = claimed_rows(&*db, &*store, 2, LONG_LEASE).await;
@@ -200,7 +206,7 @@ pub async fn out_28_finish_dead_writes_exactly_its_columns(factory: &dyn Conform
 
 /// OUT-41/44: one call writes a mixed batch; a stale token and an expired lease write nothing
 /// and are absent from the answer.
-pub async fn out_41_finish_mixed_batch_and_lost_claims(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_41_finish_mixed_batch_and_lost_claims(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out41fin").await;
     let layout = TableLayout::default();
     let live = claimed_rows(&*db, &*store, 4, LONG_LEASE).await;

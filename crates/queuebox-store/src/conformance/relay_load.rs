@@ -90,7 +90,7 @@ async fn relay(store: &dyn Store, ledger: &Mutex<Ledger>, total: usize) {
 /// RLY-3/6: 8 concurrent relay claims on two stores drain 100 rows of 10 aggregates; no row is
 /// claimed twice, an aggregate never has two rows out, each aggregate leaves in
 /// (`scheduled_at`, `created_at`, `id`) order, and each forward made one outbox row.
-pub async fn rly_3_concurrent_relay_claims_never_share_a_row_or_an_aggregate(
+pub(crate) async fn rly_3_concurrent_relay_claims_never_share_a_row_or_an_aggregate(
     factory: &dyn ConformanceFactory,
 ) {
     const ROWS: usize = 100;
@@ -134,7 +134,7 @@ pub async fn rly_3_concurrent_relay_claims_never_share_a_row_or_an_aggregate(
 
 /// SCH-38: with renamed tables and columns (created by hand, SCH-39), insert, claim, release,
 /// forward, the gauge and the inbox retention use the mapped names.
-pub async fn sch_38_inbox_statements_use_mapped_names(factory: &dyn ConformanceFactory) {
+pub(crate) async fn sch_38_inbox_statements_use_mapped_names(factory: &dyn ConformanceFactory) {
     let db = factory.fresh("sch38inbox").await;
     let id = |s: &str| SqlIdentifier::parse(s).expect("identifier");
     let mut layout = TableLayout {

@@ -66,7 +66,7 @@ fn same_but(before: &InboxSnapshot, after: &InboxSnapshot) -> InboxSnapshot {
 
 /// RLY-9/10/13, SCH-21/40: a forward inserts exactly the RLY-10 outbox row and marks the inbox
 /// row `processed` with `processed_at`, token and lease cleared, in one transaction.
-pub async fn rly_10_forward_inserts_the_outbox_row_and_marks_processed(
+pub(crate) async fn rly_10_forward_inserts_the_outbox_row_and_marks_processed(
     factory: &dyn ConformanceFactory,
 ) {
     let (db, store) = inbox_migrated(factory, "rly10").await;
@@ -127,7 +127,7 @@ pub async fn rly_10_forward_inserts_the_outbox_row_and_marks_processed(
 
 /// RLY-9 step 2, RLY-13: a forward whose fence fails (a stale token, an expired lease, a row
 /// already forwarded) rolls the outbox insert back and answers `false`.
-pub async fn rly_13_forward_with_a_lost_claim_rolls_back(factory: &dyn ConformanceFactory) {
+pub(crate) async fn rly_13_forward_with_a_lost_claim_rolls_back(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "rly13").await;
     let layout = TableLayout::default();
     let live = relay_claimed(&*store, 1, LONG_LEASE).await[0].claim;
@@ -178,7 +178,7 @@ pub async fn rly_13_forward_with_a_lost_claim_rolls_back(factory: &dyn Conforman
 
 /// RLY-9 step 1, SCH-21: dead under the fence writes `dead`, `last_error` (at most 2000
 /// characters) and clears token and lease; a stale token writes nothing.
-pub async fn rly_9_dead_writes_the_error_under_the_fence(factory: &dyn ConformanceFactory) {
+pub(crate) async fn rly_9_dead_writes_the_error_under_the_fence(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "rly9dead").await;
     let layout = TableLayout::default();
     let claims = relay_claimed(&*store, 2, LONG_LEASE).await;
@@ -214,7 +214,7 @@ pub async fn rly_9_dead_writes_the_error_under_the_fence(factory: &dyn Conforman
 /// RLY-12/15: release returns the row to `pending` under the fence, clears token and lease,
 /// keeps `attempt` and `scheduled_at`; with an error it writes `last_error`, without it keeps
 /// the old one. Stale claims are absent from the answer.
-pub async fn rly_12_release_with_and_without_error(factory: &dyn ConformanceFactory) {
+pub(crate) async fn rly_12_release_with_and_without_error(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "rly12").await;
     let layout = TableLayout::default();
     let claims: Vec<_> = relay_claimed(&*store, 2, LONG_LEASE)
@@ -270,7 +270,7 @@ pub async fn rly_12_release_with_and_without_error(factory: &dyn ConformanceFact
 
 /// RLY-7: a renewal extends the lease under the fence; a stale token or an expired lease renews
 /// nothing.
-pub async fn rly_7_renew_extends_the_lease_and_stale_renews_nothing(
+pub(crate) async fn rly_7_renew_extends_the_lease_and_stale_renews_nothing(
     factory: &dyn ConformanceFactory,
 ) {
     let (db, store) = inbox_migrated(factory, "rly7").await;
@@ -318,7 +318,7 @@ pub async fn rly_7_renew_extends_the_lease_and_stale_renews_nothing(
 
 /// RLY-8: the reclaim returns expired push rows to `pending`, clears token and lease, keeps
 /// `attempt`, `scheduled_at` and `last_error`, and leaves live leases alone.
-pub async fn rly_8_reclaim_returns_only_expired_rows(factory: &dyn ConformanceFactory) {
+pub(crate) async fn rly_8_reclaim_returns_only_expired_rows(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "rly8").await;
     let layout = TableLayout::default();
     let live = relay_claimed(&*store, 1, LONG_LEASE).await[0].claim;
@@ -348,7 +348,7 @@ pub async fn rly_8_reclaim_returns_only_expired_rows(factory: &dyn ConformanceFa
 
 /// RLY-16: the age of the oldest due pending row (push or pull) by the database clock; 0 with
 /// none, and rows not yet due or no longer pending do not count.
-pub async fn rly_16_oldest_pending_age(factory: &dyn ConformanceFactory) {
+pub(crate) async fn rly_16_oldest_pending_age(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "rly16").await;
     assert_eq!(age(&*store).await, 0.0);
     let future = delayed(message("s", "future"), 3_600_000);
