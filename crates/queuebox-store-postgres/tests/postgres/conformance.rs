@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use queuebox_core::{SqlIdentifier, TableLayout};
-use queuebox_store::Store;
 use queuebox_store::conformance::{
-    ConformanceDatabase, ConformanceFactory, InboxSnapshot, NewOutboxRow, OutboxSnapshot,
+    ConformanceDatabase, ConformanceFactory, InboxFixture, InboxSnapshot, NewOutboxRow,
+    OpenTransaction, OutboxSnapshot, OutboxTransition,
 };
+use queuebox_store::{Store, StoreError};
 use uuid::Uuid;
 
 use crate::support::TestDb;
@@ -326,6 +327,54 @@ impl ConformanceDatabase for TestDb {
             .await
             .expect("claim by hand");
         assert_eq!(n, 1, "claimed inbox row {id} exists");
+    }
+
+    async fn insert_outbox_uncommitted(&self, row: &NewOutboxRow) -> Box<dyn OpenTransaction> {
+        self.hook_insert_outbox_uncommitted(row).await
+    }
+
+    async fn change_inbox_state_uncommitted(
+        &self,
+        id: Uuid,
+        state: &str,
+    ) -> Box<dyn OpenTransaction> {
+        self.hook_change_inbox_state_uncommitted(id, state).await
+    }
+
+    async fn audit_outbox_transitions(&self) {
+        self.hook_audit_outbox_transitions().await;
+    }
+
+    async fn outbox_transitions(&self) -> Vec<OutboxTransition> {
+        self.hook_outbox_transitions().await
+    }
+
+    async fn insert_inbox_fixtures(&self, rows: &[InboxFixture]) {
+        self.hook_insert_inbox_fixtures(rows).await;
+    }
+
+    async fn set_inbox_claim(&self, id: Uuid, token: Uuid, lease_ms: i64) {
+        self.hook_set_inbox_claim(id, token, lease_ms).await;
+    }
+
+    async fn create_application_table(&self) {
+        self.hook_create_application_table().await;
+    }
+
+    async fn application_table_states(&self) -> BTreeMap<String, i64> {
+        self.hook_application_table_states().await
+    }
+
+    async fn store_with_short_lock_wait(&self, layout: TableLayout) -> Box<dyn Store> {
+        self.hook_store_with_short_lock_wait(layout).await
+    }
+
+    async fn lock_outbox(&self) -> Box<dyn OpenTransaction> {
+        self.hook_lock_outbox().await
+    }
+
+    async fn unreachable_store_error(&self) -> StoreError {
+        self.hook_unreachable_store_error().await
     }
 
     async fn cleanup(self: Box<Self>) {

@@ -78,10 +78,21 @@ macro_rules! __conformance_case_list {
                 adm_9_requeue_in_chunks_honours_the_limit,
                 adm_23_inbox_delete_one_is_guarded_by_state,
                 adm_24_inbox_bulk_delete_takes_only_its_state_and_filter,
+                out_5_sequence_increases_in_insert_order_and_is_kept_for_life,
+                out_9_the_store_makes_only_the_listed_transitions,
+                out_10_every_state_change_sets_updated_at_and_the_claim_columns,
+                out_47_a_reclaimed_row_keeps_its_sequence_and_is_claimed_as_head,
+                out_38_a_lower_sequence_committed_late_goes_after_the_row_already_claimed,
+                inb_1_the_store_makes_only_the_transitions_of_the_diagram,
+                inb_46_the_relay_claims_by_scheduled_at_then_created_at,
+                ret_3_retention_never_deletes_pending_or_processing_and_no_other_table,
+                a_lock_wait_past_the_limit_is_transient,
+                an_unreachable_database_is_an_outage,
             ]
             [
                 out_14_concurrent_claimers_never_share_a_row_or_a_key,
                 rly_3_concurrent_relay_claims_never_share_a_row_or_an_aggregate,
+                ret_8_two_concurrent_retention_runs_are_safe,
             ]
         }
     };
