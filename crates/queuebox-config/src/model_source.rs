@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+pub use queuebox_core::Consumption;
 use queuebox_core::Secret;
 use queuebox_core::glob::TopicGlob;
 use queuebox_core::jsonpath::JsonPath;
@@ -9,22 +10,6 @@ use queuebox_core::template::Template;
 
 use crate::model::{HeaderName, InboundAuth, TransformConfig};
 use crate::model_destination::{KafkaSecurity, NatsCredentials};
-
-/// `consumption` (CFG-65).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Consumption {
-    Push,
-    Pull,
-}
-
-impl Consumption {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Push => "push",
-            Self::Pull => "pull",
-        }
-    }
-}
 
 /// `sources.<name>` (CFG-65): the keys every kind accepts, and the kind with its own keys.
 #[derive(Clone, Debug)]

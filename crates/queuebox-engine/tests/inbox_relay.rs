@@ -213,7 +213,7 @@ impl InboxHooks for Wrapped {
             thief
                 .execute(
                     "UPDATE inbox SET claim_token = gen_random_uuid() WHERE id = $1",
-                    &[&claim.id],
+                    &[&claim.id.0],
                 )
                 .await
                 .expect("steal the claim");

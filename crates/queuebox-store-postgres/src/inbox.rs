@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use queuebox_store::{
-    Claim, ForwardedRow, InsertOutcome, IntakeStore, NewInboxRow, RelayRow, RelayStore,
-    RetentionRule, RetentionStore, Schedule, StoreError,
+    Claim, ClaimToken, ForwardedRow, InsertOutcome, IntakeStore, NewInboxRow, RelayRow, RelayStore,
+    RetentionRule, RetentionStore, RowId, Schedule, StoreError,
 };
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -100,8 +100,8 @@ fn outcomes(rows: &[NewInboxRow], mut stored: HashSet<Uuid>) -> Vec<InsertOutcom
 fn relay_row(row: &Row) -> Result<RelayRow, tokio_postgres::Error> {
     Ok(RelayRow {
         claim: Claim {
-            id: row.try_get("id")?,
-            token: row.try_get("claim_token")?,
+            id: RowId(row.try_get("id")?),
+            token: ClaimToken(row.try_get("claim_token")?),
         },
         source: row.try_get("source")?,
         idempotency_key: row.try_get("idempotency_key")?,
@@ -258,7 +258,7 @@ impl RelayStore for PgStore {
             .await
             .map_err(&fail)?;
         let marked = tx
-            .execute(&mark, &[&claim.id, &claim.token])
+            .execute(&mark, &[&claim.id.0, &claim.token.0])
             .await
             .map_err(&fail)?;
         if marked == 0 {
@@ -274,7 +274,7 @@ impl RelayStore for PgStore {
             .execute(
                 "marking an inbox row dead",
                 &self.inbox_sql.dead,
-                &[&claim.id, &claim.token, &error],
+                &[&claim.id.0, &claim.token.0, &error],
             )
             .await?;
         Ok(n > 0)

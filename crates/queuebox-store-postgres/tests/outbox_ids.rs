@@ -103,12 +103,12 @@ fn host_now_us() -> i64 {
 }
 
 fn ids(rows: &[ClaimedRow]) -> Vec<Uuid> {
-    rows.iter().map(|r| r.claim.id).collect()
+    rows.iter().map(|r| r.claim.id.0).collect()
 }
 
 fn claim_of(rows: &[ClaimedRow], id: Uuid) -> Claim {
     rows.iter()
-        .find(|r| r.claim.id == id)
+        .find(|r| r.claim.id.0 == id)
         .unwrap_or_else(|| panic!("{id} was claimed"))
         .claim
 }

@@ -6,23 +6,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use uuid::Uuid;
 
+pub use queuebox_core::Consumption;
+
 use crate::error::StoreError;
-
-/// `consumption` of a source, written on the row at receipt (INB-2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Consumption {
-    Push,
-    Pull,
-}
-
-impl Consumption {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Push => "push",
-            Self::Pull => "pull",
-        }
-    }
-}
 
 /// How `scheduled_at` is computed from the receipt time (the database clock of the insert)
 /// (inbox.md §7, CFG-65/71).

@@ -22,9 +22,11 @@ pub mod retention;
 pub mod store;
 pub mod versions;
 
+pub use queuebox_core::{ClaimToken, RowId};
+
 pub use error::{StoreAction, StoreError, StoreErrorKind};
 pub use guard::{
-    ColumnFix, SchemaDialect, SchemaFacts, SchemaProblem, TableFacts, TableKind, evaluate_schema,
+    ColumnFix, SchemaDialect, SchemaFacts, SchemaProblem, TableFacts, evaluate_schema,
 };
 pub use intake::{Consumption, InsertOutcome, IntakeStore, NewInboxRow, Schedule};
 pub use migrate::{MigrationBackend, MigrationSession, MigrationState, run_migrate};

@@ -1,7 +1,7 @@
 //! `qb-relay-floor`: the SQL floor of the inbox relay. Runs QueueBox's own relay statements
-//! (`InboxStore::relay_claim` of `inbox.relay.batchSize` rows, then `relay_forward` for each
+//! (`RelayStore::relay_claim` of `inbox.relay.batchSize` rows, then `relay_forward` for each
 //! claimed row, one after the other: one transaction per forwarded row, as the relay does)
-//! through `queuebox_store_postgres::PgStore`, built from the same configuration file as the
+//! through the PostgreSQL store (`queuebox_store_postgres::connect`), built from the same configuration file as the
 //! measured QueueBox, until a claim returns nothing. The outbox row is built as the relay builds
 //! it (`render_topic`, `identity_headers`, a v7 id). No renewal, reclaim or gauge queries, no
 //! outbox poller. Prints `rows=<n> seconds=<s> claims=<k>` on standard output.
@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use queuebox_bench::load_config_file;
 use queuebox_engine::relay::{identity_headers, render_topic};
-use queuebox_store::{ForwardedRow, InboxStore};
-use queuebox_store_postgres::PgStore;
+use queuebox_store::ForwardedRow;
 use uuid::Uuid;
 
 #[derive(Parser)]
@@ -34,7 +33,7 @@ async fn main() -> anyhow::Result<()> {
     let max_attempts = i32::try_from(relay.max_attempts)?;
     let mut sources: Vec<String> = config.sources.keys().cloned().collect();
     sources.sort_unstable();
-    let store = PgStore::connect(&config.database)
+    let store = queuebox_store_postgres::connect(&config.database)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
 

@@ -1,6 +1,6 @@
 //! `qb-sql-floor`: the SQL floor of the outbox drain. Runs QueueBox's own claim and mark
 //! statements (`OutboxStore::claim` + `finish` with `Sent` for every row) through
-//! `queuebox_store_postgres::PgStore`, built from the same configuration file as the measured
+//! the PostgreSQL store (`queuebox_store_postgres::connect`), built from the same configuration file as the measured
 //! QueueBox, in a loop until a claim returns nothing: one claimer, claim then mark, strictly one
 //! after the other, no delivery. Prints `rows=<n> seconds=<s> claims=<k>` on standard output.
 
@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use queuebox_bench::load_config_file;
-use queuebox_store::{OutboxStore, TerminalWrite};
-use queuebox_store_postgres::PgStore;
+use queuebox_store::TerminalWrite;
 
 #[derive(Parser)]
 #[command(about = "SQL floor of the QueueBox outbox drain")]
@@ -26,7 +25,7 @@ async fn main() -> anyhow::Result<()> {
     let config = load_config_file(&args.config, &std::env::current_dir()?)?;
     let batch = config.outbox.batch_size;
     let lease = Duration::from_millis(config.outbox.claim_timeout_ms);
-    let store = PgStore::connect(&config.database)
+    let store = queuebox_store_postgres::connect(&config.database)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
 

@@ -170,11 +170,11 @@ label_enum! {
     }
 }
 
-impl From<queuebox_store::TableKind> for Table {
-    fn from(kind: queuebox_store::TableKind) -> Self {
+impl From<queuebox_core::Table> for Table {
+    fn from(kind: queuebox_core::Table) -> Self {
         match kind {
-            queuebox_store::TableKind::Outbox => Self::Outbox,
-            queuebox_store::TableKind::Inbox => Self::Inbox,
+            queuebox_core::Table::Outbox => Self::Outbox,
+            queuebox_core::Table::Inbox => Self::Inbox,
         }
     }
 }

@@ -642,9 +642,6 @@ fn clones_share_series_and_counters_are_exact_under_contention() {
 
 #[test]
 fn table_kind_of_the_store_maps_to_the_table_label() {
-    assert_eq!(
-        Table::from(queuebox_store::TableKind::Outbox),
-        Table::Outbox
-    );
-    assert_eq!(Table::from(queuebox_store::TableKind::Inbox), Table::Inbox);
+    assert_eq!(Table::from(queuebox_core::Table::Outbox), Table::Outbox);
+    assert_eq!(Table::from(queuebox_core::Table::Inbox), Table::Inbox);
 }

@@ -212,6 +212,7 @@ fn settle(shared: &Shared, completion: Completion, written: &HashSet<Claim>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use queuebox_store::{ClaimToken, RowId};
     use uuid::Uuid;
 
     fn completion() -> Completion {
@@ -219,8 +220,8 @@ mod tests {
         Completion {
             write: TerminalWrite::Sent {
                 claim: Claim {
-                    id,
-                    token: Uuid::new_v4(),
+                    id: RowId(id),
+                    token: ClaimToken(Uuid::new_v4()),
                 },
             },
             log: Arc::new(RowLog {

@@ -325,17 +325,18 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
+    use queuebox_store::{ClaimToken, RowId};
 
     fn claim() -> Claim {
         Claim {
-            id: Uuid::now_v7(),
-            token: Uuid::new_v4(),
+            id: RowId(Uuid::now_v7()),
+            token: ClaimToken(Uuid::new_v4()),
         }
     }
 
     fn log(claim: Claim) -> RelayLog {
         RelayLog {
-            inbox_id: claim.id,
+            inbox_id: claim.id.0,
             source: "s".into(),
             correlation_id: claim.id.to_string(),
             message_id: None,
@@ -363,7 +364,7 @@ mod tests {
         assert_eq!(held.claims().len(), 3, "the row in progress is renewed too");
         let lost = held.take_lost(&[a, b]);
         assert_eq!(lost.len(), 1);
-        assert_eq!(lost[0].inbox_id, b.id);
+        assert_eq!(lost[0].inbox_id, b.id.0);
         held.finish();
         assert!(!held.start(b), "a lost row is not forwarded");
         assert!(held.start(c));

@@ -9,7 +9,7 @@ use queuebox_store::conformance::{
     ConformanceDatabase, ConformanceFactory, InboxFixture, InboxSnapshot, NewOutboxRow,
     OpenTransaction, OutboxSnapshot, OutboxTransition,
 };
-use queuebox_store::{Store, StoreError};
+use queuebox_store::{Claim, Store, StoreError};
 use uuid::Uuid;
 
 use crate::support::TestDb;
@@ -353,8 +353,9 @@ impl ConformanceDatabase for TestDb {
         self.hook_insert_inbox_fixtures(rows).await;
     }
 
-    async fn set_inbox_claim(&self, id: Uuid, token: Uuid, lease_ms: i64) {
-        self.hook_set_inbox_claim(id, token, lease_ms).await;
+    async fn set_inbox_claim(&self, claim: Claim, lease_ms: i64) {
+        self.hook_set_inbox_claim(claim.id.0, claim.token.0, lease_ms)
+            .await;
     }
 
     async fn create_application_table(&self) {

@@ -100,8 +100,7 @@ pub(crate) async fn inb_1_the_store_makes_only_the_transitions_of_the_diagram(
     assert!(store.relay_dead(c_dead, "topic empty").await.unwrap());
     let released_claims = store.relay_release(&[c_released], None).await.unwrap();
     assert_eq!(released_claims, [c_released]);
-    db.set_inbox_claim(reclaimed, c_reclaimed.token, -1_000)
-        .await;
+    db.set_inbox_claim(c_reclaimed, -1_000).await;
     assert_eq!(store.relay_reclaim_expired().await.unwrap(), 1);
     let expected: BTreeMap<Uuid, String> = [
         (processed, "processed"),
@@ -118,7 +117,7 @@ pub(crate) async fn inb_1_the_store_makes_only_the_transitions_of_the_diagram(
     // fenced statements must still refuse every row that is not `processing`.
     let stale = [c_processed, c_dead, c_released, c_reclaimed];
     for claim in stale {
-        db.set_inbox_claim(claim.id, claim.token, HOUR_MS).await;
+        db.set_inbox_claim(claim, HOUR_MS).await;
     }
     for claim in stale {
         assert!(
@@ -153,7 +152,7 @@ pub(crate) async fn inb_1_the_store_makes_only_the_transitions_of_the_diagram(
 
     // An expired lease left on a finished row: a reclaim never revives it.
     for claim in [c_processed, c_dead] {
-        db.set_inbox_claim(claim.id, claim.token, -HOUR_MS).await;
+        db.set_inbox_claim(claim, -HOUR_MS).await;
     }
     assert_eq!(store.relay_reclaim_expired().await.unwrap(), 0);
     // A claim takes only the two pending rows, never a processed or dead one.
@@ -207,7 +206,7 @@ pub(crate) async fn inb_46_the_relay_claims_by_scheduled_at_then_created_at(
     for _ in 0..3 {
         let claimed = store.relay_claim(1, LONG_LEASE, &orders).await.unwrap();
         assert_eq!(claimed.len(), 1);
-        order.push(claimed[0].claim.id);
+        order.push(claimed[0].claim.id.0);
         claims.push(claimed[0].claim);
     }
     assert_eq!(order, [early, tie_older, tie_newer]);

@@ -16,6 +16,7 @@ use async_trait::async_trait;
 use queuebox_core::TableLayout;
 use uuid::Uuid;
 
+use crate::outbox::Claim;
 use crate::store::Store;
 
 mod cases;
@@ -221,9 +222,9 @@ pub trait ConformanceDatabase: Send + Sync {
     /// Test set-up only: writes the inbox rows as given, in one transaction (default names).
     async fn insert_inbox_fixtures(&self, rows: &[InboxFixture]);
 
-    /// Test set-up only: sets the inbox row's `claim_token` and its lease (now + `lease_ms`,
-    /// negative: expired), leaving its state alone.
-    async fn set_inbox_claim(&self, id: Uuid, token: Uuid, lease_ms: i64);
+    /// Test set-up only: puts the claim's token on its inbox row with a lease of now +
+    /// `lease_ms` (negative: expired), leaving the row's state alone.
+    async fn set_inbox_claim(&self, claim: Claim, lease_ms: i64);
 
     /// Test set-up only: an application's own table, beside QueueBox's, with QueueBox's column
     /// names (`state`, `created_at`, `updated_at`), one old row in each of `processed`,
@@ -317,5 +318,5 @@ pub(crate) const LONG_LEASE: std::time::Duration = std::time::Duration::from_sec
 
 /// The ids of claimed rows, in the order the claim returned them.
 pub(crate) fn ids_of(rows: &[crate::outbox::ClaimedRow]) -> Vec<Uuid> {
-    rows.iter().map(|r| r.claim.id).collect()
+    rows.iter().map(|r| r.claim.id.0).collect()
 }

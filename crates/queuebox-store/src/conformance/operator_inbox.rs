@@ -280,7 +280,7 @@ pub(crate) async fn rly_17_requeue_moves_only_dead_rows_and_resets_their_columns
         .relay_claim(10, LONG_LEASE, &sources(&["s"]))
         .await
         .expect("claim");
-    let claimed: BTreeSet<_> = again.iter().map(|r| r.claim.id).collect();
+    let claimed: BTreeSet<_> = again.iter().map(|r| r.claim.id.0).collect();
     assert_eq!(
         claimed,
         BTreeSet::from([ids[0], ids[2]]),

@@ -259,7 +259,7 @@ pub(crate) async fn out_16_claim_writes_token_times_and_lease(factory: &dyn Conf
 
     let after = db.outbox_row(&layout, first.id).await;
     assert_eq!(after.state, "processing");
-    assert_eq!(after.claim_token, Some(row.claim.token));
+    assert_eq!(after.claim_token, Some(row.claim.token.0));
     let claimed_at = after.claimed_at.expect("claimed_at");
     assert!(before.read_at <= claimed_at && claimed_at <= after.read_at);
     assert!(before.read_at <= after.updated_at && after.updated_at <= after.read_at);
@@ -283,7 +283,7 @@ pub(crate) async fn out_16_claim_writes_token_times_and_lease(factory: &dyn Conf
 /// The claim of `row` as the claim returned it, for the fence checks.
 pub(crate) fn claim_of(rows: &[crate::outbox::ClaimedRow], id: uuid::Uuid) -> Claim {
     rows.iter()
-        .find(|r| r.claim.id == id)
+        .find(|r| r.claim.id.0 == id)
         .map(|r| r.claim)
         .unwrap_or_else(|| panic!("{id} was not claimed: {rows:?}"))
 }

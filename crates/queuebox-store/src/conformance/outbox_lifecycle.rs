@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::outbox_claim::claim_of;
 use super::{ConformanceDatabase, ConformanceFactory, LONG_LEASE, NewOutboxRow, ids_of, migrated};
 use crate::operator::OutboxFilter;
-use crate::outbox::{Claim, TerminalWrite};
+use crate::outbox::{Claim, ClaimToken, RowId, TerminalWrite};
 use crate::store::Store;
 
 /// Inserts one due row as an application does (its own transaction); returns its id.
@@ -86,7 +86,7 @@ pub(crate) async fn out_5_sequence_increases_in_insert_order_and_is_kept_for_lif
     for row in &claimed {
         let at = order
             .iter()
-            .position(|id| *id == row.claim.id)
+            .position(|id| *id == row.claim.id.0)
             .expect("known");
         assert_eq!(row.sequence, sequences[at]);
     }
@@ -132,8 +132,8 @@ async fn every_statement(
         .expect("renew");
     assert_eq!(renewed.len(), 2);
     let forged = Claim {
-        id: rows["stale"],
-        token: Uuid::new_v4(),
+        id: RowId(rows["stale"]),
+        token: ClaimToken(Uuid::new_v4()),
     };
     let written = store
         .finish(&[

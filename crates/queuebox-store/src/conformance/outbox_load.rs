@@ -48,12 +48,12 @@ async fn claimer(store: &dyn OutboxStore, ledger: &Mutex<Ledger>, total: usize) 
             assert_eq!(keys.len(), rows.len(), "one claim took two rows of a key");
             for row in &rows {
                 assert!(
-                    l.seen.insert(row.claim.id),
+                    l.seen.insert(row.claim.id.0),
                     "{} claimed twice",
                     row.claim.id
                 );
                 let key = row.key.clone().expect("every row has a key");
-                if let Some(other) = l.in_flight.insert(key.clone(), row.claim.id) {
+                if let Some(other) = l.in_flight.insert(key.clone(), row.claim.id.0) {
                     panic!(
                         "{} of key {key} claimed while {other} was held",
                         row.claim.id

@@ -41,20 +41,20 @@ pub(crate) async fn out_58_release_keeps_attempt_schedule_and_error(
     db.insert_outbox(&layout, std::slice::from_ref(&row)).await;
     let claim = claimed_after_a_retry(&*store, row.id, LONG_LEASE).await;
     let other = claimed_rows(&*db, &*store, 1, LONG_LEASE).await[0];
-    let before = db.outbox_row(&layout, claim.id).await;
+    let before = db.outbox_row(&layout, claim.id.0).await;
 
     let released = store
         .release(&[claim, stale(other)])
         .await
         .expect("release");
     assert_eq!(released, vec![claim]);
-    let after = db.outbox_row(&layout, claim.id).await;
+    let after = db.outbox_row(&layout, claim.id.0).await;
     assert_eq!(after, left_processing(&before, &after, "pending"));
     assert_eq!(
         (after.attempt, after.last_error.as_deref()),
         (1, Some("e1"))
     );
-    assert_eq!(db.outbox_row(&layout, other.id).await.state, "processing");
+    assert_eq!(db.outbox_row(&layout, other.id.0).await.state, "processing");
 
     let again = store.claim(10, LONG_LEASE).await.expect("claim");
     assert_eq!(ids_of(&again), vec![row.id], "a released row is claimable");
@@ -80,7 +80,7 @@ pub(crate) async fn out_46_reclaim_returns_only_expired_rows(factory: &dyn Confo
     let future = NewOutboxRow::new("t").scheduled_in_ms(3_600_000);
     db.insert_outbox(&layout, &[behind.clone(), future]).await;
     let before = db.outbox_row(&layout, expired_row.id).await;
-    let live_before = db.outbox_row(&layout, live.id).await;
+    let live_before = db.outbox_row(&layout, live.id.0).await;
 
     assert_eq!(store.reclaim_expired().await.expect("reclaim"), 1);
     let after = db.outbox_row(&layout, expired_row.id).await;
@@ -89,7 +89,7 @@ pub(crate) async fn out_46_reclaim_returns_only_expired_rows(factory: &dyn Confo
         (after.attempt, after.last_error.as_deref()),
         (1, Some("e1"))
     );
-    let live_after = db.outbox_row(&layout, live.id).await;
+    let live_after = db.outbox_row(&layout, live.id.0).await;
     assert_eq!(
         OutboxSnapshot {
             read_at: live_before.read_at,

@@ -231,7 +231,7 @@ pub(crate) async fn rly_5_claim_writes_token_times_and_lease(factory: &dyn Confo
 
     let after = db.inbox_row(&layout, full.id).await;
     assert_eq!(after.state, "processing");
-    assert_eq!(after.claim_token, Some(row.claim.token));
+    assert_eq!(after.claim_token, Some(row.claim.token.0));
     let claimed_at = after.claimed_at.expect("claimed_at");
     assert!(before.read_at <= claimed_at && claimed_at <= after.read_at);
     let lease_us = after.lease_expires_at.expect("lease") - claimed_at;
