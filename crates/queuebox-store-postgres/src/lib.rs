@@ -11,6 +11,7 @@ mod inbox;
 mod inbox_sql;
 mod migrate;
 mod operator;
+mod operator_params;
 mod operator_sql;
 mod outbox;
 mod outbox_sql;
