@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
+pub use queuebox_core::Consumption;
 use queuebox_core::Secret;
 pub use queuebox_core::filter::{Filter, FilterRule, FilterTest};
-pub use queuebox_core::inbox::Consumption;
 use queuebox_core::jsonpath::JsonPath;
 use queuebox_core::template::Template;
 

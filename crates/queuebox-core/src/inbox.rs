@@ -9,22 +9,7 @@ use crate::filter::Filter;
 use crate::headers::HeaderName;
 use crate::intake::SourceName;
 use crate::jsonpath::JsonPath;
-
-/// `consumption` of a source, written on the row at receipt (INB-2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Consumption {
-    Push,
-    Pull,
-}
-
-impl Consumption {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Push => "push",
-            Self::Pull => "pull",
-        }
-    }
-}
+use crate::table::Consumption;
 
 /// The protocol a source reads, which decides the order of the key chains (INB-31) and what a
 /// message that cannot be used becomes (a refusal over HTTP, a `dead` row from a broker).

@@ -14,7 +14,7 @@ use queuebox_core::template::{Template, TemplateFields};
 use queuebox_engine::EngineError;
 use queuebox_engine::relay::{Relay, RelaySettings, RelaySource};
 use queuebox_store::{Claim, ForwardedRow, RelayStore, Store, StoreAction, StoreError};
-use queuebox_telemetry::{Component, InboxStatus, Metrics};
+use queuebox_telemetry::{InboxStatus, Metrics, Table};
 use support::{Hooked, InboxHooks, TestDb};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -213,7 +213,7 @@ impl InboxHooks for Wrapped {
             thief
                 .execute(
                     "UPDATE inbox SET claim_token = gen_random_uuid() WHERE id = $1",
-                    &[&claim.id],
+                    &[&claim.id.0],
                 )
                 .await
                 .expect("steal the claim");
@@ -447,7 +447,7 @@ async fn rly_9_13_a_forward_after_the_claim_was_stolen_rolls_back_and_counts_a_l
         settings(),
     );
     let started = Instant::now();
-    while relay.metrics.claims_lost(Component::Inbox).get() == 0 {
+    while relay.metrics.claims_lost(Table::Inbox).get() == 0 {
         assert!(started.elapsed() < LIMIT, "the lost claim was not counted");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use queuebox_core::destination::Outcome;
-use queuebox_telemetry::{Component, DestinationType, OutboxStatus, PublishOutcome};
+use queuebox_telemetry::{DestinationType, OutboxStatus, PublishOutcome, Table};
 use support::{NewRow, Plan, Recorder, Running, TestDb, routes, settings};
 
 const LIMIT: Duration = Duration::from_secs(8);
@@ -210,7 +210,7 @@ async fn out_28_max_attempts_3_gives_x_attempt_0_1_2_then_dead_with_attempt_3() 
             .get(),
         3
     );
-    assert_eq!(m.claims_lost(Component::Outbox).get(), 0);
+    assert_eq!(m.claims_lost(Table::Outbox).get(), 0);
     poller.stop(LIMIT).await.expect("clean stop");
     db.drop().await;
 }

@@ -16,7 +16,7 @@ use queuebox_engine::outbox::Route;
 use queuebox_store::{
     Claim, ClaimedRow, OutboxStore, PendingStats, Store, StoreError, TerminalWrite,
 };
-use queuebox_telemetry::{Component, OutboxStatus, PublishOutcome};
+use queuebox_telemetry::{OutboxStatus, PublishOutcome, Table};
 use support::{
     Faulty, NewRow, Plan, Recorder, Running, TestDb, capture_logs, lines_about, routes, settings,
 };
@@ -325,7 +325,7 @@ async fn out_27_a_reclaim_and_a_lost_claim_never_raise_attempt() {
         )
         .await
         .expect("another owner takes the row");
-    while poller.metrics.claims_lost(Component::Outbox).get() == 0 {
+    while poller.metrics.claims_lost(Table::Outbox).get() == 0 {
         assert!(started.elapsed() < LIMIT, "the lost claim was not noticed");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -493,7 +493,7 @@ async fn out_42_a_failed_renewal_is_not_a_lost_claim() {
         Some(first),
         "a failed renewal extends nothing"
     );
-    assert_eq!(poller.metrics.claims_lost(Component::Outbox).get(), 0);
+    assert_eq!(poller.metrics.claims_lost(Table::Outbox).get(), 0);
     // The next renewal (at 2 s) extends it again, before the publish ends (at 2.6 s).
     loop {
         let now = lease()
@@ -507,7 +507,7 @@ async fn out_42_a_failed_renewal_is_not_a_lost_claim() {
     db.wait_for_state(&[id], "sent", LIMIT).await;
     assert_eq!(recorder.cancelled(), 0, "the publish was never stopped");
     assert_eq!(recorder.ids(), vec![id]);
-    assert_eq!(poller.metrics.claims_lost(Component::Outbox).get(), 0);
+    assert_eq!(poller.metrics.claims_lost(Table::Outbox).get(), 0);
     poller.stop(LIMIT).await.expect("clean stop");
     db.drop().await;
 }
@@ -740,7 +740,7 @@ async fn out_60_every_duplicate_delivery_has_a_counter_and_a_log_line() {
     let poller = Running::start(Arc::clone(&store) as _, routes(&recorder, true), s);
     db.wait_for_state(&[id], "sent", LIMIT).await;
     let started = Instant::now();
-    while poller.metrics.claims_lost(Component::Outbox).get() == 0 {
+    while poller.metrics.claims_lost(Table::Outbox).get() == 0 {
         assert!(started.elapsed() < LIMIT, "the late mark was not counted");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -748,7 +748,7 @@ async fn out_60_every_duplicate_delivery_has_a_counter_and_a_log_line() {
     assert_eq!(deliveries, vec![id, id], "delivered twice");
     let m = &poller.metrics;
     assert!(m.outbox_reclaimed().get() >= 1);
-    assert_eq!(m.claims_lost(Component::Outbox).get(), 1);
+    assert_eq!(m.claims_lost(Table::Outbox).get(), 1);
     let duplicate = lines_about(id)
         .into_iter()
         .find(|l| {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use queuebox_telemetry::{Component, OutboxStatus};
+use queuebox_telemetry::{OutboxStatus, Table};
 use support::{
     Faulty, NewRow, Recorder, Running, TestDb, capture_logs, lines_about, routes, settings,
 };
@@ -40,7 +40,7 @@ async fn out_44_lease_shorter_than_a_slow_publish_logs_the_duplicate_and_the_oth
     assert_eq!(b_dest.ids(), ids, "the other replica delivered it");
     // A's publish ends, its sent mark finds the claim gone: a duplicate, counted and logged.
     let started = Instant::now();
-    while a.metrics.claims_lost(Component::Outbox).get() == 0 {
+    while a.metrics.claims_lost(Table::Outbox).get() == 0 {
         assert!(started.elapsed() < LIMIT, "A never noticed the lost claim");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -91,7 +91,7 @@ async fn out_43_a_renewal_that_finds_the_claim_taken_stops_the_publish_and_write
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(poller.metrics.claims_lost(Component::Outbox).get(), 1);
+    assert_eq!(poller.metrics.claims_lost(Table::Outbox).get(), 1);
     let row = db.row(ids[0]).await;
     assert_eq!(
         (row.state.as_str(), row.has_token),
@@ -232,7 +232,7 @@ async fn out_45_a_failed_terminal_write_is_retried_while_the_lease_is_renewed() 
     db.wait_for_state(&ids, "sent", LIMIT).await;
     assert_eq!(dest.ids(), ids, "published once");
     assert_eq!(poller.metrics.outbox_process_errors().get(), 0);
-    assert_eq!(poller.metrics.claims_lost(Component::Outbox).get(), 0);
+    assert_eq!(poller.metrics.claims_lost(Table::Outbox).get(), 0);
     poller.stop(LIMIT).await.expect("clean stop");
     db.drop().await;
 }

@@ -1,8 +1,8 @@
 //! The PostgreSQL wording of the guard's fixes (schema.md SCH-61..63): quoting, the column
 //! definitions of §5.1, the unique constraint and the notify statements of §4.
 
-use queuebox_core::SqlIdentifier;
-use queuebox_store::{ColumnFix, SchemaDialect, TableKind};
+use queuebox_core::{SqlIdentifier, Table};
+use queuebox_store::{ColumnFix, SchemaDialect};
 
 pub(crate) struct PgDialect;
 
@@ -12,7 +12,7 @@ pub(crate) fn quote(name: &SqlIdentifier) -> String {
 }
 
 /// Type, NULL or NOT NULL, and default of each column by mapping key (§5.1).
-fn definition(table: TableKind, key: &str) -> Option<&'static str> {
+fn definition(table: Table, key: &str) -> Option<&'static str> {
     let shared = match key {
         "id" => Some("UUID NOT NULL DEFAULT gen_random_uuid()"),
         "payload" => Some("JSONB NOT NULL"),
@@ -26,15 +26,15 @@ fn definition(table: TableKind, key: &str) -> Option<&'static str> {
         _ => None,
     };
     shared.or(match (table, key) {
-        (TableKind::Outbox, "topic") => Some("VARCHAR(255) NOT NULL"),
-        (TableKind::Outbox, "key" | "aggregateType") => Some("VARCHAR(255) NULL"),
-        (TableKind::Outbox, "maxAttempts") => Some("INTEGER NOT NULL DEFAULT 5"),
-        (TableKind::Outbox, "updatedAt") => Some("TIMESTAMPTZ NOT NULL DEFAULT now()"),
-        (TableKind::Inbox, "source" | "idempotencyKey") => Some("VARCHAR(255) NOT NULL"),
-        (TableKind::Inbox, "aggregateId" | "eventType") => Some("VARCHAR(255) NULL"),
-        (TableKind::Inbox, "consumption") => Some("VARCHAR(4) NOT NULL DEFAULT 'push'"),
-        (TableKind::Inbox, "processedAt") => Some("TIMESTAMPTZ NULL"),
-        (TableKind::Inbox, "correlationId") => Some("VARCHAR(128) NULL"),
+        (Table::Outbox, "topic") => Some("VARCHAR(255) NOT NULL"),
+        (Table::Outbox, "key" | "aggregateType") => Some("VARCHAR(255) NULL"),
+        (Table::Outbox, "maxAttempts") => Some("INTEGER NOT NULL DEFAULT 5"),
+        (Table::Outbox, "updatedAt") => Some("TIMESTAMPTZ NOT NULL DEFAULT now()"),
+        (Table::Inbox, "source" | "idempotencyKey") => Some("VARCHAR(255) NOT NULL"),
+        (Table::Inbox, "aggregateId" | "eventType") => Some("VARCHAR(255) NULL"),
+        (Table::Inbox, "consumption") => Some("VARCHAR(4) NOT NULL DEFAULT 'push'"),
+        (Table::Inbox, "processedAt") => Some("TIMESTAMPTZ NULL"),
+        (Table::Inbox, "correlationId") => Some("VARCHAR(128) NULL"),
         _ => None,
     })
 }
@@ -46,13 +46,13 @@ impl SchemaDialect for PgDialect {
 
     fn add_column(
         &self,
-        table: TableKind,
+        table: Table,
         key: &str,
         table_name: &SqlIdentifier,
         column: &SqlIdentifier,
     ) -> ColumnFix {
         let (t, c) = (quote(table_name), quote(column));
-        if table == TableKind::Outbox && key == "sequence" {
+        if table == Table::Outbox && key == "sequence" {
             return ColumnFix::Statement(format!(
                 "CREATE SEQUENCE IF NOT EXISTS outbox_sequence_seq AS BIGINT; ALTER TABLE {t} ADD COLUMN {c} BIGINT NOT NULL DEFAULT nextval('outbox_sequence_seq');"
             ));
@@ -95,12 +95,12 @@ mod tests {
         let layout = TableLayout::default();
         for (key, _, _) in layout.outbox.entries() {
             assert!(
-                key == "sequence" || definition(TableKind::Outbox, key).is_some(),
+                key == "sequence" || definition(Table::Outbox, key).is_some(),
                 "outbox {key}"
             );
         }
         for (key, _, _) in layout.inbox.entries() {
-            assert!(definition(TableKind::Inbox, key).is_some(), "inbox {key}");
+            assert!(definition(Table::Inbox, key).is_some(), "inbox {key}");
         }
     }
 
@@ -108,7 +108,7 @@ mod tests {
     fn sch_62_sequence_statement_matches_the_spec() {
         let layout = TableLayout::default();
         let fix = PgDialect.add_column(
-            TableKind::Outbox,
+            Table::Outbox,
             "sequence",
             &layout.outbox_table,
             &layout.outbox.sequence,
@@ -118,7 +118,7 @@ mod tests {
             ColumnFix::Statement("CREATE SEQUENCE IF NOT EXISTS outbox_sequence_seq AS BIGINT; ALTER TABLE \"outbox\" ADD COLUMN \"sequence\" BIGINT NOT NULL DEFAULT nextval('outbox_sequence_seq');".into())
         );
         let headers = PgDialect.add_column(
-            TableKind::Inbox,
+            Table::Inbox,
             "headers",
             &layout.inbox_table,
             &layout.inbox.headers,

@@ -8,40 +8,43 @@ use queuebox_store::{SCHEMA_HISTORY_TABLE, SchemaFacts, TableFacts};
 use tokio_postgres::Client;
 use tokio_postgres::types::Oid;
 
-use crate::sql;
+use crate::sql::{self, CatalogSql};
 
 /// The oid of a table in the first schema of `search_path`, if it exists.
 pub(crate) async fn table_oid(
     client: &Client,
+    catalog: &CatalogSql,
     name: &str,
 ) -> Result<Option<Oid>, tokio_postgres::Error> {
-    let row = client.query_opt(sql::TABLE_OID, &[&name]).await?;
+    let row = client.query_opt(&catalog.table_oid, &[&name]).await?;
     row.map(|r| r.try_get::<_, Oid>(0)).transpose()
 }
 
 pub(crate) async fn enabled_triggers(
     client: &Client,
+    catalog: &CatalogSql,
     oid: Oid,
 ) -> Result<BTreeSet<String>, tokio_postgres::Error> {
-    let rows = client.query(sql::ENABLED_TRIGGERS, &[&oid]).await?;
+    let rows = client.query(&catalog.enabled_triggers, &[&oid]).await?;
     rows.iter().map(|r| r.try_get::<_, String>(0)).collect()
 }
 
 async fn table_facts(
     client: &Client,
+    catalog: &CatalogSql,
     name: &str,
 ) -> Result<Option<TableFacts>, tokio_postgres::Error> {
-    let Some(oid) = table_oid(client, name).await? else {
+    let Some(oid) = table_oid(client, catalog, name).await? else {
         return Ok(None);
     };
     let columns = client
-        .query(sql::COLUMNS, &[&oid])
+        .query(&catalog.columns, &[&oid])
         .await?
         .iter()
         .map(|r| r.try_get::<_, String>(0))
         .collect::<Result<_, _>>()?;
     let unique_keys = client
-        .query(sql::UNIQUE_KEYS, &[&oid])
+        .query(&catalog.unique_keys, &[&oid])
         .await?
         .iter()
         .map(|r| {
@@ -52,16 +55,20 @@ async fn table_facts(
     Ok(Some(TableFacts {
         columns,
         unique_keys,
-        enabled_triggers: enabled_triggers(client, oid).await?,
+        enabled_triggers: enabled_triggers(client, catalog, oid).await?,
     }))
 }
 
 /// Everything the guard checks, read from the catalog.
 pub(crate) async fn read_facts(
     client: &Client,
+    catalog: &CatalogSql,
     layout: &TableLayout,
 ) -> Result<SchemaFacts, tokio_postgres::Error> {
-    let recorded_versions = if table_oid(client, SCHEMA_HISTORY_TABLE).await?.is_some() {
+    let recorded_versions = if table_oid(client, catalog, SCHEMA_HISTORY_TABLE)
+        .await?
+        .is_some()
+    {
         client
             .query(sql::HISTORY_VERSIONS, &[])
             .await?
@@ -75,8 +82,8 @@ pub(crate) async fn read_facts(
         Vec::new()
     };
     Ok(SchemaFacts {
-        outbox: table_facts(client, layout.outbox_table.as_str()).await?,
-        inbox: table_facts(client, layout.inbox_table.as_str()).await?,
+        outbox: table_facts(client, catalog, layout.outbox_table.as_str()).await?,
+        inbox: table_facts(client, catalog, layout.inbox_table.as_str()).await?,
         recorded_versions,
     })
 }

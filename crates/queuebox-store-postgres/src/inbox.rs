@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use queuebox_store::{
-    Claim, ForwardedRow, InsertOutcome, IntakeStore, NewInboxRow, RelayRow, RelayStore,
-    RetentionRule, RetentionStore, Schedule, StoreError, StoredState,
+    Claim, ClaimToken, ForwardedRow, InsertOutcome, IntakeStore, NewInboxRow, RelayRow, RelayStore,
+    RetentionRule, RetentionStore, RowId, Schedule, StoreError, StoredState,
 };
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -111,8 +111,8 @@ fn outcomes(rows: &[NewInboxRow], mut stored: HashSet<Uuid>) -> Vec<InsertOutcom
 fn relay_row(row: &Row) -> Result<RelayRow, tokio_postgres::Error> {
     Ok(RelayRow {
         claim: Claim {
-            id: row.try_get("id")?,
-            token: row.try_get("claim_token")?,
+            id: RowId(row.try_get("id")?),
+            token: ClaimToken(row.try_get("claim_token")?),
         },
         source: row.try_get("source")?,
         idempotency_key: row.try_get("idempotency_key")?,
@@ -126,7 +126,7 @@ fn relay_row(row: &Row) -> Result<RelayRow, tokio_postgres::Error> {
 
 impl PgStore {
     /// Runs one row-count statement on one pooled connection.
-    async fn execute(
+    pub(crate) async fn execute(
         &self,
         during: &'static str,
         sql: &str,
@@ -271,7 +271,7 @@ impl RelayStore for PgStore {
             .await
             .map_err(&fail)?;
         let marked = tx
-            .execute(&mark, &[&claim.id, &claim.token])
+            .execute(&mark, &[&claim.id.0, &claim.token.0])
             .await
             .map_err(&fail)?;
         if marked == 0 {
@@ -287,7 +287,7 @@ impl RelayStore for PgStore {
             .execute(
                 "marking an inbox row dead",
                 &self.inbox_sql.dead,
-                &[&claim.id, &claim.token, &error],
+                &[&claim.id.0, &claim.token.0, &error],
             )
             .await?;
         Ok(n > 0)

@@ -1,14 +1,13 @@
 //! The inbox, relay and retention statements of `queries/inbox/` and `queries/retention/`,
-//! rendered once per store with the mapped names (schema.md §8, SCH-10), as `outbox_sql.rs`
-//! does for the outbox. The templates name the tables `{inbox}` and `{outbox}`, each inbox
-//! column by its default name in braces (`{scheduled_at}`), and each outbox column by its
-//! default name after `outbox.` (`{outbox.scheduled_at}`): the forward and the outbox
-//! retention statements work on the outbox, and the two tables share column names.
+//! rendered once per store with the mapped names (`render.rs`), as `outbox_sql.rs` does for the
+//! outbox. A statement works on one table, so its placeholders name that table's columns: the
+//! forward insert and the outbox retention statements are rendered with the outbox's names,
+//! every other one with the inbox's.
 
 use queuebox_core::TableLayout;
+use queuebox_store::StoreError;
 
-use crate::dialect::quote;
-use crate::outbox_sql::render;
+use crate::render::{inbox_names, outbox_names, render};
 use crate::sql;
 
 /// The inbox-side statements of one store, with its names.
@@ -30,49 +29,85 @@ pub(crate) struct InboxSql {
 }
 
 impl InboxSql {
-    pub(crate) fn new(layout: &TableLayout) -> Self {
-        let names = names(layout);
-        let fill = |template: &str| render(template, &names);
-        Self {
-            insert: fill(sql::INBOX_INSERT),
-            claim_lock: fill(sql::INBOX_CLAIM_LOCK),
-            claim: fill(sql::INBOX_CLAIM),
-            renew: fill(sql::INBOX_RENEW),
-            forward_insert: fill(sql::INBOX_FORWARD_INSERT),
-            forward_mark: fill(sql::INBOX_FORWARD_MARK),
-            dead: fill(sql::INBOX_DEAD),
-            release: fill(sql::INBOX_RELEASE),
-            reclaim: fill(sql::INBOX_RECLAIM),
-            oldest_pending_age: fill(sql::INBOX_OLDEST_PENDING_AGE),
-            retention_outbox_age: fill(sql::RETENTION_OUTBOX_AGE),
-            retention_outbox_count: fill(sql::RETENTION_OUTBOX_COUNT),
-            retention_inbox_age: fill(sql::RETENTION_INBOX_AGE),
-        }
+    pub(crate) fn new(layout: &TableLayout) -> Result<Self, StoreError> {
+        let inbox = inbox_names(layout);
+        let outbox = outbox_names(layout);
+        let fill = |file, template, order: &[&str]| render(file, template, &inbox, order);
+        let fill_outbox = |file, template, order: &[&str]| render(file, template, &outbox, order);
+        Ok(Self {
+            insert: fill(
+                "inbox/insert.sql",
+                sql::INBOX_INSERT,
+                &[
+                    "ids",
+                    "sources",
+                    "idempotency_keys",
+                    "aggregate_ids",
+                    "event_types",
+                    "payloads",
+                    "headers",
+                    "consumptions",
+                    "correlation_ids",
+                    "publish_ms",
+                    "delays_ms",
+                    "states",
+                    "last_errors",
+                ],
+            )?,
+            claim_lock: fill(
+                "inbox/claim_lock.sql",
+                sql::INBOX_CLAIM_LOCK,
+                &["table_name"],
+            )?,
+            claim: fill(
+                "inbox/claim.sql",
+                sql::INBOX_CLAIM,
+                &["limit", "cand_limit", "lease_ms", "sources"],
+            )?,
+            renew: fill(
+                "inbox/renew.sql",
+                sql::INBOX_RENEW,
+                &["ids", "tokens", "lease_ms"],
+            )?,
+            forward_insert: fill_outbox(
+                "inbox/forward_insert.sql",
+                sql::INBOX_FORWARD_INSERT,
+                &["id", "topic", "key", "payload", "headers", "max_attempts"],
+            )?,
+            forward_mark: fill(
+                "inbox/forward_mark.sql",
+                sql::INBOX_FORWARD_MARK,
+                &["id", "token"],
+            )?,
+            dead: fill("inbox/dead.sql", sql::INBOX_DEAD, &["id", "token", "error"])?,
+            release: fill(
+                "inbox/release.sql",
+                sql::INBOX_RELEASE,
+                &["ids", "tokens", "error"],
+            )?,
+            reclaim: fill("inbox/reclaim.sql", sql::INBOX_RECLAIM, &[])?,
+            oldest_pending_age: fill(
+                "inbox/oldest_pending_age.sql",
+                sql::INBOX_OLDEST_PENDING_AGE,
+                &[],
+            )?,
+            retention_outbox_age: fill_outbox(
+                "retention/outbox_age.sql",
+                sql::RETENTION_OUTBOX_AGE,
+                &["max_age_ms", "batch"],
+            )?,
+            retention_outbox_count: fill_outbox(
+                "retention/outbox_count.sql",
+                sql::RETENTION_OUTBOX_COUNT,
+                &["keep", "batch"],
+            )?,
+            retention_inbox_age: fill(
+                "retention/inbox_age.sql",
+                sql::RETENTION_INBOX_AGE,
+                &["max_age_ms", "batch"],
+            )?,
+        })
     }
-}
-
-/// (placeholder, quoted mapped name): both tables, the inbox columns by default name, the
-/// outbox columns as `outbox.<default>`.
-fn names(layout: &TableLayout) -> Vec<(String, String)> {
-    let mut names = vec![
-        ("inbox".to_owned(), quote(&layout.inbox_table)),
-        ("outbox".to_owned(), quote(&layout.outbox_table)),
-    ];
-    names.extend(
-        layout
-            .inbox
-            .entries()
-            .into_iter()
-            .map(|(_, default, column)| (default.to_owned(), quote(column))),
-    );
-    names.extend(
-        layout
-            .outbox
-            .entries()
-            .into_iter()
-            .map(|(_, default, column)| (format!("outbox.{default}"), quote(column))),
-    );
-    names
 }
 
 #[cfg(test)]
@@ -100,24 +135,43 @@ mod tests {
 
     #[test]
     fn sch_10_every_placeholder_is_known_and_quoted() {
-        let sql = InboxSql::new(&TableLayout::default());
+        let sql = InboxSql::new(&TableLayout::default()).expect("render");
         for (name, text) in all(&sql) {
             assert!(!text.contains('{') && !text.contains('}'), "{name}: {text}");
+        }
+        for template in [
+            sql::INBOX_INSERT,
+            sql::INBOX_CLAIM_LOCK,
+            sql::INBOX_CLAIM,
+            sql::INBOX_RENEW,
+            sql::INBOX_FORWARD_INSERT,
+            sql::INBOX_FORWARD_MARK,
+            sql::INBOX_DEAD,
+            sql::INBOX_RELEASE,
+            sql::INBOX_RECLAIM,
+            sql::INBOX_OLDEST_PENDING_AGE,
+            sql::RETENTION_OUTBOX_AGE,
+            sql::RETENTION_OUTBOX_COUNT,
+            sql::RETENTION_INBOX_AGE,
+        ] {
             assert!(
-                text.starts_with("-- "),
-                "{name} starts with its locking comment"
+                template.starts_with("-- Locking: ") && template.contains("Isolation: "),
+                "each file starts with its locking comment: {template}"
             );
         }
         assert!(
             sql.insert
                 .contains("ON CONFLICT (\"source\", \"idempotency_key\") DO NOTHING")
         );
-        assert!(sql.forward_insert.starts_with("-- ") && sql.forward_insert.contains("\"outbox\""));
+        assert!(
+            sql::INBOX_FORWARD_INSERT.starts_with("-- ")
+                && sql.forward_insert.contains("\"outbox\"")
+        );
     }
 
     #[test]
     fn sch_9_states_and_consumption_are_literals() {
-        let sql = InboxSql::new(&TableLayout::default());
+        let sql = InboxSql::new(&TableLayout::default()).expect("render");
         for (name, text) in all(&sql) {
             assert!(!text.contains("\"state\" = $"), "{name}");
             assert!(!text.contains("\"consumption\" = $"), "{name}");
@@ -137,7 +191,7 @@ mod tests {
 
     #[test]
     fn rly_6_claim_lock_key_names_the_table() {
-        let sql = InboxSql::new(&TableLayout::default());
+        let sql = InboxSql::new(&TableLayout::default()).expect("render");
         assert!(sql.claim_lock.contains(
             "pg_advisory_xact_lock(hashtextextended('queuebox_inbox_claim_' || $1::text, 0))"
         ));
@@ -157,7 +211,7 @@ mod tests {
         for (key, default, _) in TableLayout::default().outbox.entries() {
             assert!(layout.outbox.set(key, id(&format!("out_{default}"))));
         }
-        let sql = InboxSql::new(&layout);
+        let sql = InboxSql::new(&layout).expect("render");
         for (name, text) in all(&sql) {
             assert!(!text.contains("\"inbox\""), "{name}");
             assert!(!text.contains("\"outbox\""), "{name}");

@@ -2,6 +2,7 @@
 //! (SCH-47), the history table, and each version in one transaction with its history row
 //! (SCH-46). The order of the steps lives in `queuebox_store::run_migrate`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -13,6 +14,7 @@ use queuebox_store::{
 };
 use tokio::time::Instant;
 
+use crate::sql::CatalogSql;
 use crate::{guard, redact, sql};
 
 /// How often the lock is tried while another process holds it (SCH-47).
@@ -23,6 +25,7 @@ const QUEUEBOX_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 pub(crate) struct PgMigrationBackend<'a> {
     pub(crate) pool: &'a Pool,
+    pub(crate) catalog: &'a Arc<CatalogSql>,
     pub(crate) startup_timeout_ms: u64,
     pub(crate) password: &'a Secret,
 }
@@ -61,6 +64,7 @@ impl MigrationBackend for PgMigrationBackend<'_> {
             if locked {
                 return Ok(Box::new(PgMigrationSession {
                     conn,
+                    catalog: Arc::clone(self.catalog),
                     password: self.password.clone(),
                 }));
             }
@@ -82,6 +86,7 @@ impl MigrationBackend for PgMigrationBackend<'_> {
 /// One migration, on the connection that holds the lock.
 struct PgMigrationSession {
     conn: Object,
+    catalog: Arc<CatalogSql>,
     password: Secret,
 }
 
@@ -91,6 +96,7 @@ impl PgMigrationSession {
     }
 
     async fn insert_history(
+        catalog: &CatalogSql,
         tx: &tokio_postgres::Transaction<'_>,
         version: &BundledVersion,
         kind: HistoryKind,
@@ -99,7 +105,7 @@ impl PgMigrationSession {
         let text = sql::bundled_sql(version.version).unwrap_or_default();
         let number = i32::try_from(version.version).unwrap_or(i32::MAX);
         tx.execute(
-            sql::HISTORY_INSERT,
+            &catalog.history_insert,
             &[
                 &number,
                 &version.description,
@@ -119,13 +125,13 @@ impl MigrationSession for PgMigrationSession {
     async fn read_state(&mut self) -> Result<MigrationState, StoreError> {
         let during = "reading the migration history";
         let client: &tokio_postgres::Client = &self.conn;
-        let outbox = guard::table_oid(client, "outbox")
+        let outbox = guard::table_oid(client, &self.catalog, "outbox")
             .await
             .map_err(self.fail(during))?;
-        let inbox = guard::table_oid(client, "inbox")
+        let inbox = guard::table_oid(client, &self.catalog, "inbox")
             .await
             .map_err(self.fail(during))?;
-        let history_table = guard::table_oid(client, SCHEMA_HISTORY_TABLE)
+        let history_table = guard::table_oid(client, &self.catalog, SCHEMA_HISTORY_TABLE)
             .await
             .map_err(self.fail(during))?;
         let mut history = Vec::new();
@@ -168,7 +174,7 @@ impl MigrationSession for PgMigrationSession {
             move |e: tokio_postgres::Error| db_error(during, redact::pg_error(&e, &password));
         let tx = self.conn.transaction().await.map_err(&fail)?;
         for version in versions {
-            Self::insert_history(&tx, version, HistoryKind::Baseline, 0)
+            Self::insert_history(&self.catalog, &tx, version, HistoryKind::Baseline, 0)
                 .await
                 .map_err(&fail)?;
         }
@@ -186,9 +192,15 @@ impl MigrationSession for PgMigrationSession {
         tx.batch_execute(text).await.map_err(&reason)?;
         let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let duration_ms = i32::try_from(elapsed).unwrap_or(i32::MAX);
-        Self::insert_history(&tx, version, HistoryKind::Applied, duration_ms)
-            .await
-            .map_err(&reason)?;
+        Self::insert_history(
+            &self.catalog,
+            &tx,
+            version,
+            HistoryKind::Applied,
+            duration_ms,
+        )
+        .await
+        .map_err(&reason)?;
         tx.commit().await.map_err(&reason)?;
         Ok(elapsed)
     }
@@ -202,13 +214,13 @@ impl MigrationSession for PgMigrationSession {
     async fn ensure_notify(&mut self) -> Result<bool, StoreError> {
         let during = "creating the notify trigger";
         let client: &tokio_postgres::Client = &self.conn;
-        let Some(oid) = guard::table_oid(client, "outbox")
+        let Some(oid) = guard::table_oid(client, &self.catalog, "outbox")
             .await
             .map_err(self.fail(during))?
         else {
             return Ok(false);
         };
-        let triggers = guard::enabled_triggers(client, oid)
+        let triggers = guard::enabled_triggers(client, &self.catalog, oid)
             .await
             .map_err(self.fail(during))?;
         if triggers.contains(NOTIFY_OBJECT_NAME) {

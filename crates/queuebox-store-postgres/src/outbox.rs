@@ -9,7 +9,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use deadpool_postgres::Object;
 use queuebox_store::{
-    Claim, ClaimedRow, OutboxStore, PendingStats, StoreAction, StoreError, TerminalWrite,
+    Claim, ClaimToken, ClaimedRow, OutboxStore, PendingStats, RowId, StoreAction, StoreError,
+    TerminalWrite,
 };
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -30,7 +31,7 @@ pub(crate) fn millis(duration: Duration) -> i64 {
 
 /// The arrays of a fenced batch: ids and tokens, in the same order.
 pub(crate) fn claim_arrays(claims: &[Claim]) -> (Vec<Uuid>, Vec<Uuid>) {
-    claims.iter().map(|c| (c.id, c.token)).unzip()
+    claims.iter().map(|c| (c.id.0, c.token.0)).unzip()
 }
 
 /// The arrays of `finish.sql`: id, token, outcome, attempt, delay ms, error. A claim given
@@ -77,8 +78,8 @@ impl FinishArrays {
                     (OUTCOME_DEAD, Some(*attempt), None, Some(error.clone()))
                 }
             };
-            arrays.ids.push(claim.id);
-            arrays.tokens.push(claim.token);
+            arrays.ids.push(claim.id.0);
+            arrays.tokens.push(claim.token.0);
             arrays.outcomes.push(outcome);
             arrays.attempts.push(attempt);
             arrays.delays.push(delay);
@@ -128,8 +129,8 @@ impl PgStore {
         rows.iter()
             .map(|row| {
                 Ok(Claim {
-                    id: row.try_get(0)?,
-                    token: row.try_get(1)?,
+                    id: RowId(row.try_get(0)?),
+                    token: ClaimToken(row.try_get(1)?),
                 })
             })
             .collect::<Result<_, tokio_postgres::Error>>()
@@ -140,8 +141,8 @@ impl PgStore {
 fn claimed_row(row: &Row) -> Result<ClaimedRow, tokio_postgres::Error> {
     Ok(ClaimedRow {
         claim: Claim {
-            id: row.try_get("id")?,
-            token: row.try_get("claim_token")?,
+            id: RowId(row.try_get("id")?),
+            token: ClaimToken(row.try_get("claim_token")?),
         },
         topic: row.try_get("topic")?,
         key: row.try_get("key")?,
@@ -256,8 +257,8 @@ mod tests {
 
     fn claim(n: u128) -> Claim {
         Claim {
-            id: Uuid::from_u128(n),
-            token: Uuid::from_u128(n + 1000),
+            id: RowId(Uuid::from_u128(n)),
+            token: ClaimToken(Uuid::from_u128(n + 1000)),
         }
     }
 
@@ -277,8 +278,8 @@ mod tests {
                 error: "no route".into(),
             },
         ]);
-        assert_eq!(a.ids, vec![claim(1).id, claim(2).id, claim(3).id]);
-        assert_eq!(a.tokens[1], claim(2).token);
+        assert_eq!(a.ids, vec![claim(1).id.0, claim(2).id.0, claim(3).id.0]);
+        assert_eq!(a.tokens[1], claim(2).token.0);
         assert_eq!(a.outcomes, vec![OUTCOME_SENT, OUTCOME_RETRY, OUTCOME_DEAD]);
         assert_eq!(a.attempts, vec![None, Some(3), Some(0)]);
         assert_eq!(a.delays, vec![None, Some(1500), None]);

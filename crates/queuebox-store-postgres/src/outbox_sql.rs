@@ -1,12 +1,12 @@
 //! The outbox statements of `queries/outbox/`, rendered once per store with the mapped table and
-//! column names (schema.md §8, SCH-10). The templates name the table `{outbox}` and each column
-//! by its default name in braces (`{scheduled_at}`); rendering puts the quoted, validated
-//! identifier of the layout in its place, so no configuration text ever reaches the SQL
-//! unquoted, and no state is ever a parameter (SCH-9: the states are literals in the files).
+//! column names (`render.rs`): the files name the table `"{outbox}"` and each column by its
+//! default name (`"{scheduled_at}"`), and their parameters by name (`:lease_ms`), bound in the
+//! order given here.
 
 use queuebox_core::TableLayout;
+use queuebox_store::StoreError;
 
-use crate::dialect::quote;
+use crate::render::{outbox_names, render};
 use crate::sql;
 
 /// The outbox statements of one store, with its names.
@@ -21,61 +21,41 @@ pub(crate) struct OutboxSql {
 }
 
 impl OutboxSql {
-    pub(crate) fn new(layout: &TableLayout) -> Self {
-        let names = names(layout);
-        let fill = |template: &str| render(template, &names);
-        Self {
-            claim: fill(sql::OUTBOX_CLAIM),
-            renew: fill(sql::OUTBOX_RENEW),
-            finish: fill(sql::OUTBOX_FINISH),
-            release: fill(sql::OUTBOX_RELEASE),
-            reclaim: fill(sql::OUTBOX_RECLAIM),
-            pending_stats: fill(sql::OUTBOX_PENDING_STATS),
-        }
+    pub(crate) fn new(layout: &TableLayout) -> Result<Self, StoreError> {
+        let names = outbox_names(layout);
+        let fill = |file, template, order: &[&str]| render(file, template, &names, order);
+        Ok(Self {
+            claim: fill(
+                "outbox/claim.sql",
+                sql::OUTBOX_CLAIM,
+                &["limit", "lease_ms"],
+            )?,
+            renew: fill(
+                "outbox/renew.sql",
+                sql::OUTBOX_RENEW,
+                &["ids", "tokens", "lease_ms"],
+            )?,
+            finish: fill(
+                "outbox/finish.sql",
+                sql::OUTBOX_FINISH,
+                &[
+                    "ids",
+                    "tokens",
+                    "outcomes",
+                    "attempts",
+                    "delays_ms",
+                    "errors",
+                ],
+            )?,
+            release: fill(
+                "outbox/release.sql",
+                sql::OUTBOX_RELEASE,
+                &["ids", "tokens"],
+            )?,
+            reclaim: fill("outbox/reclaim.sql", sql::OUTBOX_RECLAIM, &[])?,
+            pending_stats: fill("outbox/pending_stats.sql", sql::OUTBOX_PENDING_STATS, &[])?,
+        })
     }
-}
-
-/// (placeholder, quoted mapped name): the table, then every column by its default name.
-fn names(layout: &TableLayout) -> Vec<(&'static str, String)> {
-    let mut names = vec![("outbox", quote(&layout.outbox_table))];
-    names.extend(
-        layout
-            .outbox
-            .entries()
-            .into_iter()
-            .map(|(_, default, column)| (default, quote(column))),
-    );
-    names
-}
-
-/// Replaces each `{placeholder}` of a template. A brace pair that names no placeholder stays
-/// as written; the unit tests make sure no template has one.
-pub(crate) fn render<P: AsRef<str>>(template: &str, names: &[(P, String)]) -> String {
-    let mut out = String::with_capacity(template.len() + 64);
-    let mut rest = template;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        let replaced = after.find('}').and_then(|close| {
-            let name = &after[..close];
-            names
-                .iter()
-                .find(|(placeholder, _)| placeholder.as_ref() == name)
-                .map(|(_, quoted)| (quoted, close))
-        });
-        match replaced {
-            Some((quoted, close)) => {
-                out.push_str(quoted);
-                rest = &after[close + 1..];
-            }
-            None => {
-                out.push('{');
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 #[cfg(test)]
@@ -96,13 +76,22 @@ mod tests {
 
     #[test]
     fn sch_10_every_placeholder_is_known_and_quoted() {
-        let sql = OutboxSql::new(&TableLayout::default());
+        let sql = OutboxSql::new(&TableLayout::default()).expect("render");
         for (name, text) in all(&sql) {
             assert!(!text.contains('{') && !text.contains('}'), "{name}: {text}");
             assert!(text.contains("\"outbox\""), "{name}");
+        }
+        for template in [
+            sql::OUTBOX_CLAIM,
+            sql::OUTBOX_RENEW,
+            sql::OUTBOX_FINISH,
+            sql::OUTBOX_RELEASE,
+            sql::OUTBOX_RECLAIM,
+            sql::OUTBOX_PENDING_STATS,
+        ] {
             assert!(
-                text.starts_with("-- "),
-                "{name} starts with its locking comment"
+                template.starts_with("-- Locking: ") && template.contains("Isolation: "),
+                "each file starts with its locking comment: {template}"
             );
         }
         assert!(sql.claim.contains("o.\"key\" IS NULL OR o.\"key\" = ''"));
@@ -117,7 +106,7 @@ mod tests {
         };
         assert!(layout.outbox.set("sequence", id("seq_no")));
         assert!(layout.outbox.set("state", id("status")));
-        let sql = OutboxSql::new(&layout);
+        let sql = OutboxSql::new(&layout).expect("render");
         for (name, text) in all(&sql) {
             assert!(text.contains("\"events_out\""), "{name}");
             assert!(!text.contains("\"outbox\""), "{name}");
@@ -129,7 +118,7 @@ mod tests {
 
     #[test]
     fn sch_9_states_are_literals_never_parameters() {
-        let sql = OutboxSql::new(&TableLayout::default());
+        let sql = OutboxSql::new(&TableLayout::default()).expect("render");
         for (name, text) in all(&sql) {
             assert!(!text.contains("\"state\" = $"), "{name}");
         }
@@ -137,11 +126,5 @@ mod tests {
             sql.finish
                 .contains("WHEN 0 THEN 'sent' WHEN 1 THEN 'pending' WHEN 2 THEN 'dead'")
         );
-    }
-
-    #[test]
-    fn render_keeps_unknown_braces() {
-        let names = vec![("a", "\"x\"".to_owned())];
-        assert_eq!(render("{a}{b}{", &names), "\"x\"{b}{");
     }
 }

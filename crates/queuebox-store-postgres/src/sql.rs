@@ -1,7 +1,11 @@
-//! Every SQL text of the store, embedded from `migrations/` and `queries/`, and the checksum
-//! that the history records for a migration (SCH-23).
+//! Every SQL text of the store, embedded from `migrations/` and `queries/`, the catalog and
+//! history statements rendered once per store, and the checksum that the history records for
+//! a migration (SCH-23).
 
+use queuebox_store::StoreError;
 use sha2::{Digest, Sha256};
+
+use crate::render::render;
 
 /// The key of the session advisory lock that serializes migration (SCH-47).
 pub const MIGRATION_LOCK_KEY: i64 = 8_175_552_253_447_532_408;
@@ -24,14 +28,14 @@ pub fn checksum(text: &str) -> String {
 }
 
 pub(crate) const PING: &str = include_str!("../queries/ping.sql");
-pub(crate) const TABLE_OID: &str = include_str!("../queries/catalog/table_oid.sql");
-pub(crate) const COLUMNS: &str = include_str!("../queries/catalog/columns.sql");
-pub(crate) const UNIQUE_KEYS: &str = include_str!("../queries/catalog/unique_keys.sql");
-pub(crate) const ENABLED_TRIGGERS: &str = include_str!("../queries/catalog/enabled_triggers.sql");
+const TABLE_OID: &str = include_str!("../queries/catalog/table_oid.sql");
+const COLUMNS: &str = include_str!("../queries/catalog/columns.sql");
+const UNIQUE_KEYS: &str = include_str!("../queries/catalog/unique_keys.sql");
+const ENABLED_TRIGGERS: &str = include_str!("../queries/catalog/enabled_triggers.sql");
 pub(crate) const HISTORY_CREATE: &str = include_str!("../queries/history/create_table.sql");
 pub(crate) const HISTORY_SELECT: &str = include_str!("../queries/history/select.sql");
 pub(crate) const HISTORY_VERSIONS: &str = include_str!("../queries/history/versions.sql");
-pub(crate) const HISTORY_INSERT: &str = include_str!("../queries/history/insert.sql");
+const HISTORY_INSERT: &str = include_str!("../queries/history/insert.sql");
 pub(crate) const TRY_LOCK: &str = include_str!("../queries/lock/try_lock.sql");
 pub(crate) const UNLOCK: &str = include_str!("../queries/lock/unlock.sql");
 pub(crate) const NOTIFY_FUNCTION: &str = include_str!("../queries/notify/create_function.sql");
@@ -57,6 +61,66 @@ pub(crate) const RETENTION_OUTBOX_AGE: &str = include_str!("../queries/retention
 pub(crate) const RETENTION_OUTBOX_COUNT: &str =
     include_str!("../queries/retention/outbox_count.sql");
 pub(crate) const RETENTION_INBOX_AGE: &str = include_str!("../queries/retention/inbox_age.sql");
+pub(crate) const OPERATOR_OUTBOX_LIST: &str = include_str!("../queries/operator/outbox_list.sql");
+pub(crate) const OPERATOR_OUTBOX_SHOW: &str = include_str!("../queries/operator/outbox_show.sql");
+pub(crate) const OPERATOR_OUTBOX_REPLAY: &str =
+    include_str!("../queries/operator/outbox_replay.sql");
+pub(crate) const OPERATOR_OUTBOX_DELETE_ONE: &str =
+    include_str!("../queries/operator/outbox_delete_one.sql");
+pub(crate) const OPERATOR_OUTBOX_DELETE: &str =
+    include_str!("../queries/operator/outbox_delete.sql");
+pub(crate) const OPERATOR_OUTBOX_COUNTS: &str =
+    include_str!("../queries/operator/outbox_counts.sql");
+pub(crate) const OPERATOR_OUTBOX_TOPICS: &str =
+    include_str!("../queries/operator/outbox_topics.sql");
+pub(crate) const OPERATOR_INBOX_LIST: &str = include_str!("../queries/operator/inbox_list.sql");
+pub(crate) const OPERATOR_INBOX_SHOW: &str = include_str!("../queries/operator/inbox_show.sql");
+pub(crate) const OPERATOR_INBOX_REQUEUE: &str =
+    include_str!("../queries/operator/inbox_requeue.sql");
+pub(crate) const OPERATOR_INBOX_DELETE_ONE: &str =
+    include_str!("../queries/operator/inbox_delete_one.sql");
+pub(crate) const OPERATOR_INBOX_DELETE: &str = include_str!("../queries/operator/inbox_delete.sql");
+pub(crate) const OPERATOR_INBOX_COUNTS: &str = include_str!("../queries/operator/inbox_counts.sql");
+
+/// The catalog and history statements that take parameters, rendered once per store (they name
+/// no mapped table, so every store renders them alike). The others run as written.
+#[derive(Debug)]
+pub(crate) struct CatalogSql {
+    pub(crate) table_oid: String,
+    pub(crate) columns: String,
+    pub(crate) unique_keys: String,
+    pub(crate) enabled_triggers: String,
+    pub(crate) history_insert: String,
+}
+
+impl CatalogSql {
+    pub(crate) fn new() -> Result<Self, StoreError> {
+        Ok(Self {
+            table_oid: render("catalog/table_oid.sql", TABLE_OID, &[], &["name"])?,
+            columns: render("catalog/columns.sql", COLUMNS, &[], &["oid"])?,
+            unique_keys: render("catalog/unique_keys.sql", UNIQUE_KEYS, &[], &["oid"])?,
+            enabled_triggers: render(
+                "catalog/enabled_triggers.sql",
+                ENABLED_TRIGGERS,
+                &[],
+                &["oid"],
+            )?,
+            history_insert: render(
+                "history/insert.sql",
+                HISTORY_INSERT,
+                &[],
+                &[
+                    "version",
+                    "description",
+                    "kind",
+                    "checksum",
+                    "queuebox_version",
+                    "duration_ms",
+                ],
+            )?,
+        })
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -85,6 +149,46 @@ mod tests {
             sum.chars()
                 .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
         );
+    }
+
+    #[test]
+    fn every_query_file_states_its_locking_and_isolation_first() {
+        for text in [
+            PING,
+            TABLE_OID,
+            COLUMNS,
+            UNIQUE_KEYS,
+            ENABLED_TRIGGERS,
+            HISTORY_CREATE,
+            HISTORY_SELECT,
+            HISTORY_VERSIONS,
+            HISTORY_INSERT,
+            TRY_LOCK,
+            UNLOCK,
+            NOTIFY_FUNCTION,
+            NOTIFY_TRIGGER,
+        ] {
+            let first = text.lines().next().unwrap_or_default();
+            assert!(
+                first.starts_with("-- Locking: ") && first.contains("Isolation: "),
+                "{first}"
+            );
+        }
+    }
+
+    #[test]
+    fn catalog_statements_render_with_numbered_parameters() {
+        let sql = CatalogSql::new().expect("render");
+        assert!(
+            sql.table_oid.contains("AND c.relname = $1"),
+            "{}",
+            sql.table_oid
+        );
+        assert!(
+            sql.history_insert
+                .contains("VALUES ($1, $2, $3, $4, $5, $6)")
+        );
+        assert!(!sql.columns.contains("--"), "comments are dropped");
     }
 
     #[test]

@@ -17,7 +17,9 @@ use queuebox_store::{
 use crate::dialect::PgDialect;
 use crate::inbox_sql::InboxSql;
 use crate::migrate::PgMigrationBackend;
+use crate::operator_sql::OperatorSql;
 use crate::outbox_sql::OutboxSql;
+use crate::sql::CatalogSql;
 use crate::{classify, connect, guard, redact, sql};
 
 /// The PostgreSQL store. Cheap to clone: the pool is shared.
@@ -29,6 +31,10 @@ pub struct PgStore {
     pub(crate) outbox_sql: Arc<OutboxSql>,
     /// The inbox, relay and retention statements, rendered once (`inbox_sql.rs`).
     pub(crate) inbox_sql: Arc<InboxSql>,
+    /// The operator statements, rendered once (`operator_sql.rs`).
+    pub(crate) operator_sql: Arc<OperatorSql>,
+    /// The catalog and history statements, rendered once (`sql.rs`).
+    catalog_sql: Arc<CatalogSql>,
     startup_timeout_ms: u64,
     operation_timeout: Duration,
     pub(crate) password: Secret,
@@ -49,13 +55,19 @@ impl PgStore {
     /// host and port.
     pub async fn connect(db: &DatabaseConfig) -> Result<Self, StoreError> {
         let target = postgres_target(db)?;
+        let outbox_sql = Arc::new(OutboxSql::new(&db.layout)?);
+        let inbox_sql = Arc::new(InboxSql::new(&db.layout)?);
+        let operator_sql = Arc::new(OperatorSql::new(&db.layout)?);
+        let catalog_sql = Arc::new(CatalogSql::new()?);
         let pool = connect::build_pool(db, target)?;
         connect::wait_for_database(&pool, db, target).await?;
         Ok(Self {
             pool,
             layout: db.layout.clone(),
-            outbox_sql: Arc::new(OutboxSql::new(&db.layout)),
-            inbox_sql: Arc::new(InboxSql::new(&db.layout)),
+            outbox_sql,
+            inbox_sql,
+            operator_sql,
+            catalog_sql,
             startup_timeout_ms: db.startup_timeout_ms,
             operation_timeout: Duration::from_millis(db.connection_timeout_ms),
             password: target.password.clone(),
@@ -114,6 +126,7 @@ impl SchemaStore for PgStore {
     async fn migrate(&self, request: &MigrateRequest) -> Result<MigrateReport, StoreError> {
         let backend = PgMigrationBackend {
             pool: &self.pool,
+            catalog: &self.catalog_sql,
             startup_timeout_ms: self.startup_timeout_ms,
             password: &self.password,
         };
@@ -127,7 +140,7 @@ impl SchemaStore for PgStore {
             .get()
             .await
             .map_err(|e| self.pool_error(StoreAction::CheckSchema, DURING, &e))?;
-        let facts = guard::read_facts(&client, &self.layout)
+        let facts = guard::read_facts(&client, &self.catalog_sql, &self.layout)
             .await
             .map_err(|e| self.pg_error(StoreAction::CheckSchema, DURING, &e))?;
         let problems = evaluate_schema(&self.layout, &facts, &PgDialect, notify);

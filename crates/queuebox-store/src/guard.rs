@@ -5,16 +5,9 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use queuebox_core::{SqlIdentifier, TableLayout};
+use queuebox_core::{SqlIdentifier, Table, TableLayout};
 
 use crate::versions::{INBOX_VERSION, NOTIFY_OBJECT_NAME, OUTBOX_VERSION};
-
-/// Which of QueueBox's two tables.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TableKind {
-    Outbox,
-    Inbox,
-}
 
 /// What the catalog says about one table that exists.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -55,7 +48,7 @@ pub trait SchemaDialect: Send + Sync {
     /// How to add the column of this mapping key (config.md CFG-44/45) to the table (SCH-62).
     fn add_column(
         &self,
-        table: TableKind,
+        table: Table,
         key: &str,
         table_name: &SqlIdentifier,
         column: &SqlIdentifier,
@@ -170,7 +163,7 @@ pub fn evaluate_schema(
                 check_column(
                     &mut problems,
                     dialect,
-                    TableKind::Outbox,
+                    Table::Outbox,
                     key,
                     outbox_name,
                     column,
@@ -199,7 +192,7 @@ pub fn evaluate_schema(
                 check_column(
                     &mut problems,
                     dialect,
-                    TableKind::Inbox,
+                    Table::Inbox,
                     key,
                     inbox_name,
                     column,
@@ -230,7 +223,7 @@ pub fn evaluate_schema(
 fn check_column(
     problems: &mut Vec<SchemaProblem>,
     dialect: &dyn SchemaDialect,
-    kind: TableKind,
+    kind: Table,
     key: &str,
     table_name: &SqlIdentifier,
     column: &SqlIdentifier,
@@ -257,7 +250,7 @@ mod tests {
         }
         fn add_column(
             &self,
-            _: TableKind,
+            _: Table,
             key: &str,
             table: &SqlIdentifier,
             column: &SqlIdentifier,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use uuid::Uuid;
 
-pub use queuebox_core::inbox::Consumption;
+pub use queuebox_core::Consumption;
 pub use queuebox_core::intake::StoredState;
 
 use crate::error::StoreError;

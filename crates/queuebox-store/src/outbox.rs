@@ -7,15 +7,16 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use uuid::Uuid;
+pub use queuebox_core::{ClaimToken, RowId};
 
 use crate::error::StoreError;
 
-/// The fencing identity of one claim: the row id and the token the claim wrote (OUT-41).
+/// The fencing identity of one claim: the row id and the token the claim wrote (OUT-41), as
+/// distinct types so the two cannot be swapped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Claim {
-    pub id: Uuid,
-    pub token: Uuid,
+    pub id: RowId,
+    pub token: ClaimToken,
 }
 
 /// One row as the claim returned it (OUT-16).

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 
 use crate::error::StoreError;
 use crate::intake::IntakeStore;
+use crate::operator::OperatorStore;
 use crate::outbox::OutboxStore;
 use crate::relay::RelayStore;
 use crate::retention::RetentionStore;
@@ -45,7 +46,9 @@ pub struct PoolStatus {
 /// One database, whole: every part the engine and the binary use. A store crate implements each
 /// part trait and this one; the binary chooses the store by `database.type` in one place.
 #[async_trait]
-pub trait Store: SchemaStore + OutboxStore + IntakeStore + RelayStore + RetentionStore {
+pub trait Store:
+    SchemaStore + OutboxStore + IntakeStore + RelayStore + RetentionStore + OperatorStore
+{
     /// The pool gauges, read without a round trip (a scrape never queries anything, MET-6).
     fn pool_status(&self) -> PoolStatus;
 

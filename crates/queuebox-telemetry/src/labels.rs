@@ -1,7 +1,7 @@
 //! The fixed label value sets of the metric catalogue (operations.md §5.2, MET-5): one enum per
 //! label, so no caller can put free text (a status code, a topic, an id) into a label value.
 
-pub use queuebox_core::DestinationType;
+pub use queuebox_core::{DestinationType, Table};
 
 /// A fixed set of label values, indexable so a family can keep one series per value in an array
 /// (no lock to find it).
@@ -80,11 +80,18 @@ label_enum! {
     }
 }
 
-label_enum! {
-    /// `component` of `queuebox_claims_lost_total`.
-    Component {
-        Outbox => "outbox",
-        Inbox => "inbox",
+/// `table` of the retention families and `component` of `queuebox_claims_lost_total`: the
+/// outbox or the inbox, the one enum every crate uses for the two tables.
+impl LabelSet for Table {
+    const ALL: &'static [Self] = Table::ALL;
+    fn index(self) -> usize {
+        self as usize
+    }
+    fn values(self) -> &'static [&'static str] {
+        match self {
+            Self::Outbox => &["outbox"],
+            Self::Inbox => &["inbox"],
+        }
     }
 }
 
@@ -168,14 +175,6 @@ label_enum! {
         ExtractionFailed => "extraction_failed",
         TransformFailed => "transform_failed",
         StorageFailed => "storage_failed",
-    }
-}
-
-label_enum! {
-    /// `table` of the retention families.
-    Table {
-        Outbox => "outbox",
-        Inbox => "inbox",
     }
 }
 

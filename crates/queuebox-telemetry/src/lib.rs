@@ -22,8 +22,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use catalogue::*;
 pub use handles::{Clock, CounterHandle, GaugeHandle, SystemClock};
 pub use labels::{
-    Component, DestinationType, InboxStatus, OutboxStatus, PoolState, PublishOutcome,
-    RejectionReason, StatusClass, Table, TransformStrategy,
+    DestinationType, InboxStatus, OutboxStatus, PoolState, PublishOutcome, RejectionReason,
+    StatusClass, Table, TransformStrategy,
 };
 pub use render::CONTENT_TYPE;
 pub use summary::SummaryHandle;
@@ -63,7 +63,7 @@ struct Inner {
     outbox_oldest_pending_age: Gauges<NoLabels>,
     inbox_oldest_pending_age: Gauges<NoLabels>,
     outbox_reclaimed: Counters<NoLabels>,
-    claims_lost: Counters<Component>,
+    claims_lost: Counters<Table>,
     outbox_process_errors: Counters<NoLabels>,
     outbox_processing_duration: Summaries<NoLabels>,
     publish_duration: Summaries<DestinationType>,
@@ -200,8 +200,8 @@ impl Metrics {
     }
 
     /// `queuebox_claims_lost_total{component}`.
-    pub fn claims_lost(&self, component: Component) -> &CounterHandle {
-        self.inner.claims_lost.get(component)
+    pub fn claims_lost(&self, table: Table) -> &CounterHandle {
+        self.inner.claims_lost.get(table)
     }
 
     /// `queuebox_outbox_process_errors_total`.

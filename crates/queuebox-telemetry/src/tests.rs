@@ -131,7 +131,7 @@ fn exercise_everything(m: &Metrics) {
     m.set_outbox_pending(3, 1.5);
     m.set_inbox_oldest_pending_age(2.0);
     m.outbox_reclaimed().inc();
-    m.claims_lost(Component::Outbox).inc();
+    m.claims_lost(Table::Outbox).inc();
     m.outbox_process_errors().inc();
     m.outbox_processing_duration().observe(0.25);
     m.publish_duration(DestinationType::Http).observe(0.1);
@@ -523,10 +523,6 @@ fn met_8_label_value_sets_match_the_spec_table() {
     assert_eq!(
         words(OutboxStatus::ALL, OutboxStatus::as_str),
         ["sent", "failed", "dead"]
-    );
-    assert_eq!(
-        words(Component::ALL, Component::as_str),
-        ["outbox", "inbox"]
     );
     assert_eq!(
         words(DestinationType::ALL, DestinationType::as_str),

@@ -1,5 +1,5 @@
 //! `qb-relay-floor`: the SQL floor of the inbox relay. Runs QueueBox's own relay statements
-//! (`InboxStore::relay_claim` of `inbox.relay.batchSize` rows, then `relay_forward` for each
+//! (`RelayStore::relay_claim` of `inbox.relay.batchSize` rows, then `relay_forward` for each
 //! claimed row, one after the other: one transaction per forwarded row, as the relay does)
 //! through the PostgreSQL store (`queuebox_store_postgres::connect`), built from the same configuration file as the
 //! measured QueueBox, until a claim returns nothing. The outbox row is built as the relay builds

@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use queuebox_core::Consumption;
 use queuebox_core::filter::{Filter, FilterRule, FilterTest};
-use queuebox_core::inbox::{AttributeSteps, Consumption, IntakeProtocol, SourceRules};
+use queuebox_core::inbox::{AttributeSteps, IntakeProtocol, SourceRules};
 use queuebox_core::intake::{ProtocolAttributes, Refusal, StoredState};
 use queuebox_core::jsonpath::JsonPath;
 use queuebox_core::{HeaderName, Intake, ReceivedHeaders};

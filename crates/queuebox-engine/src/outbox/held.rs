@@ -162,12 +162,13 @@ impl HeldRows {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use queuebox_store::{ClaimToken, RowId};
     use uuid::Uuid;
 
     fn claim() -> Claim {
         Claim {
-            id: Uuid::new_v4(),
-            token: Uuid::new_v4(),
+            id: RowId(Uuid::new_v4()),
+            token: ClaimToken(Uuid::new_v4()),
         }
     }
 

@@ -39,7 +39,7 @@ pub use row::correlation_id;
 use crate::error::EngineError;
 use dispatch::DestHandles;
 use held::HeldRows;
-use queuebox_telemetry::{Component, Metrics};
+use queuebox_telemetry::{Metrics, Table};
 use row::row_event;
 
 /// The engine's outbox settings; the binary maps `outbox.*` of the configuration to them.
@@ -281,7 +281,7 @@ async fn release_unstarted(shared: &PollerContext) {
             let released: std::collections::HashSet<Claim> = released.into_iter().collect();
             for (claim, entry) in &queued {
                 if !released.contains(claim) {
-                    shared.metrics.claims_lost(Component::Outbox).inc();
+                    shared.metrics.claims_lost(Table::Outbox).inc();
                     row_event!(
                         Level::WARN,
                         entry.log,

@@ -14,7 +14,7 @@ use tracing::Level;
 use super::PollerContext;
 use super::row::row_event;
 use crate::repeat::RepeatLog;
-use queuebox_telemetry::Component;
+use queuebox_telemetry::Table;
 
 /// OUT-40: `claimTimeoutMs / 3`, rounded down, at least 1 ms.
 pub fn renew_period(claim_timeout: Duration) -> Duration {
@@ -76,7 +76,7 @@ pub async fn run_renewal(shared: Arc<PollerContext>, stop: CancellationToken) {
 /// OUT-43: the publish does not start or is abandoned (the token), nothing more is written.
 fn lost(shared: &PollerContext, missing: &[Claim]) {
     for entry in shared.held.take_lost(missing) {
-        shared.metrics.claims_lost(Component::Outbox).inc();
+        shared.metrics.claims_lost(Table::Outbox).inc();
         row_event!(
             Level::WARN,
             entry.log,

@@ -88,7 +88,7 @@ pub enum Prepared {
 pub fn prepare(row: ClaimedRow, routes: &[Route]) -> Prepared {
     let claim = row.claim;
     let mut log = RowLog {
-        message_id: claim.id,
+        message_id: claim.id.0,
         topic: row.topic,
         destination: None,
         attempt: row.attempt,
@@ -98,14 +98,14 @@ pub fn prepare(row: ClaimedRow, routes: &[Route]) -> Prepared {
         Ok(headers) => headers,
         Err(reason) => return dead_at_once(claim, log, reason.to_string()),
     };
-    log.correlation_id = correlation_id(claim.id, &headers);
+    log.correlation_id = correlation_id(claim.id.0, &headers);
     let destination = match route(routes, &log.topic) {
         Ok(destination) => Arc::clone(destination),
         Err(reason) => return dead_at_once(claim, log, reason),
     };
     log.destination = Some(destination.name().to_owned());
     let message = OutgoingMessage {
-        id: claim.id,
+        id: claim.id.0,
         topic: log.topic.clone(),
         key: row.key.filter(|k| !k.is_empty()),
         aggregate_type: row.aggregate_type,
@@ -194,12 +194,13 @@ mod tests {
     use super::*;
     use crate::outbox::test_destination::Accepting;
     use queuebox_core::glob::TopicGlob;
+    use queuebox_store::{ClaimToken, RowId};
 
     fn row(topic: &str, key: Option<&str>, payload: &str, headers: &str) -> ClaimedRow {
         ClaimedRow {
             claim: Claim {
-                id: Uuid::new_v4(),
-                token: Uuid::new_v4(),
+                id: RowId(Uuid::new_v4()),
+                token: ClaimToken(Uuid::new_v4()),
             },
             topic: topic.into(),
             key: key.map(Into::into),
@@ -283,7 +284,7 @@ mod tests {
         else {
             panic!("expected a publish")
         };
-        assert_eq!(message.id, id);
+        assert_eq!(message.id, id.0);
         assert_eq!(message.key, None);
         assert_eq!(message.attempt, 2);
         assert_eq!(message.payload, r#"{"a":1}"#);
@@ -296,8 +297,8 @@ mod tests {
     #[test]
     fn out_28_outcomes_become_sent_retry_or_dead() {
         let claim = Claim {
-            id: Uuid::new_v4(),
-            token: Uuid::new_v4(),
+            id: RowId(Uuid::new_v4()),
+            token: ClaimToken(Uuid::new_v4()),
         };
         let policy = RetryPolicy {
             base_delay_ms: 1000,

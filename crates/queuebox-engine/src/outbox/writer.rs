@@ -15,7 +15,7 @@ use tracing::Level;
 use super::PollerContext;
 use super::row::{RowLog, row_event};
 use crate::repeat::RepeatLog;
-use queuebox_telemetry::{Component, OutboxStatus};
+use queuebox_telemetry::{OutboxStatus, Table};
 
 /// Most terminal writes in one `finish` statement.
 pub const MAX_BATCH: usize = 256;
@@ -156,7 +156,7 @@ fn settle(shared: &PollerContext, completion: Completion, written: &HashSet<Clai
     };
     let metrics = &shared.metrics;
     if !written.contains(&claim) {
-        metrics.claims_lost(Component::Outbox).inc();
+        metrics.claims_lost(Table::Outbox).inc();
         match write {
             TerminalWrite::Sent { .. } => row_event!(
                 Level::ERROR,
@@ -212,6 +212,7 @@ fn settle(shared: &PollerContext, completion: Completion, written: &HashSet<Clai
 #[cfg(test)]
 mod tests {
     use super::*;
+    use queuebox_store::{ClaimToken, RowId};
     use uuid::Uuid;
 
     fn completion() -> Completion {
@@ -219,8 +220,8 @@ mod tests {
         Completion {
             write: TerminalWrite::Sent {
                 claim: Claim {
-                    id,
-                    token: Uuid::new_v4(),
+                    id: RowId(id),
+                    token: ClaimToken(Uuid::new_v4()),
                 },
             },
             log: Arc::new(RowLog {

@@ -14,9 +14,10 @@ mod tests;
 
 use std::time::Duration;
 
+use queuebox_core::Consumption;
 use queuebox_core::correlation::CorrelationId;
 use queuebox_core::filter::Filter;
-use queuebox_core::inbox::{AttributeSteps, Consumption, IntakeProtocol, SourceRules};
+use queuebox_core::inbox::{AttributeSteps, IntakeProtocol, SourceRules};
 use queuebox_core::intake::{IntakeOutcome, Refusal, StoredState};
 use queuebox_core::{ReceivedMessage, SourceName};
 use queuebox_store::{NewInboxRow, Schedule};

@@ -14,7 +14,7 @@ use tracing::Level;
 use super::RelayContext;
 use super::forward::{RelayLog, forwarded_row, relay_event, render_topic};
 use crate::repeat::RepeatLog;
-use queuebox_telemetry::{Component, InboxStatus};
+use queuebox_telemetry::{InboxStatus, Table};
 
 /// How a batch went.
 pub struct BatchEnd {
@@ -181,7 +181,7 @@ async fn renew(
 
 /// RLY-7: the relay stops work on the row and writes nothing more; its new owner forwards it.
 fn lost(shared: &RelayContext, log: &RelayLog, why: &str) {
-    shared.metrics.claims_lost(Component::Inbox).inc();
+    shared.metrics.claims_lost(Table::Inbox).inc();
     relay_event!(
         Level::WARN,
         log,
@@ -329,17 +329,18 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
+    use queuebox_store::{ClaimToken, RowId};
 
     fn claim() -> Claim {
         Claim {
-            id: Uuid::now_v7(),
-            token: Uuid::new_v4(),
+            id: RowId(Uuid::now_v7()),
+            token: ClaimToken(Uuid::new_v4()),
         }
     }
 
     fn log(claim: Claim) -> RelayLog {
         RelayLog {
-            inbox_id: claim.id,
+            inbox_id: claim.id.0,
             source: "s".into(),
             correlation_id: claim.id.to_string(),
             message_id: None,
@@ -367,7 +368,7 @@ mod tests {
         assert_eq!(held.claims().len(), 3, "the row in progress is renewed too");
         let lost = held.take_lost(&[a, b]);
         assert_eq!(lost.len(), 1);
-        assert_eq!(lost[0].inbox_id, b.id);
+        assert_eq!(lost[0].inbox_id, b.id.0);
         held.finish();
         assert!(!held.start(b), "a lost row is not forwarded");
         assert!(held.start(c));

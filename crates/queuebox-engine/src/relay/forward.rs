@@ -30,7 +30,7 @@ impl RelayLog {
     /// The row's correlation id, else its inbox id, so every line can be found by one value.
     pub fn of(row: &RelayRow) -> Self {
         Self {
-            inbox_id: row.claim.id,
+            inbox_id: row.claim.id.0,
             source: row.source.clone(),
             correlation_id: row
                 .correlation_id
@@ -103,7 +103,7 @@ pub fn identity_headers(row: &RelayRow) -> Result<String, HeadersNotObject> {
     let text = |value: &str| serde_json::Value::String(value.to_owned());
     headers.insert(
         INBOX_ID.into(),
-        text(&row.claim.id.hyphenated().to_string()),
+        text(&row.claim.id.0.hyphenated().to_string()),
     );
     headers.insert(SOURCE.into(), text(&row.source));
     headers.insert(IDEMPOTENCY_KEY.into(), text(&row.idempotency_key));
@@ -136,12 +136,13 @@ mod tests {
     use queuebox_store::Claim;
 
     use super::*;
+    use queuebox_store::{ClaimToken, RowId};
 
     fn relay_row(headers: &str, correlation: Option<&str>) -> RelayRow {
         RelayRow {
             claim: Claim {
-                id: Uuid::parse_str("0190A5C0-0000-7000-8000-00000000000A").unwrap(),
-                token: Uuid::new_v4(),
+                id: RowId(Uuid::parse_str("0190A5C0-0000-7000-8000-00000000000A").unwrap()),
+                token: ClaimToken(Uuid::new_v4()),
             },
             source: "partner".into(),
             idempotency_key: "evt-1".into(),
@@ -220,7 +221,7 @@ mod tests {
         let row = relay_row("{}", None);
         let out = forwarded_row(&row, "partner.order.paid".into(), 7).unwrap();
         assert_eq!(out.id.get_version_num(), 7);
-        assert_ne!(out.id, row.claim.id);
+        assert_ne!(out.id, row.claim.id.0);
         assert_eq!(out.key.as_deref(), Some("order-7"));
         assert_eq!(out.payload, row.payload);
         assert_eq!(out.max_attempts, 7);

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use queuebox_core::database::{DatabaseConfig, DatabaseTarget, DatabaseType, PgSslMode, PostgresTarget};
+use queuebox_core::database::{
+    DatabaseConfig, DatabaseTarget, DatabaseType, PgSslMode, PostgresTarget,
+};
 use queuebox_core::glob::TopicGlob;
 use queuebox_core::retry::RetryPolicy;
 use queuebox_core::{Destination, DestinationType, Outcome, OutgoingMessage, ReadinessComponent};

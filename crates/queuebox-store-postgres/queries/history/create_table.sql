@@ -1,3 +1,4 @@
+-- Locking: DDL under the migration lock. Isolation: READ COMMITTED.
 -- DDL, run under the migration lock (SCH-47) and only when the table is missing (SCH-48).
 CREATE TABLE IF NOT EXISTS queuebox_schema_history (
     version          INTEGER      NOT NULL,

@@ -1,15 +1,16 @@
+-- Locking: the row lock of the fenced row. Isolation: READ COMMITTED.
 -- Relay dead (RLY-9 step 1, SCH-21). READ COMMITTED, one statement. Locking: the row lock of
 -- the row; a row being written meanwhile is waited for and the fence re-checked.
 -- Fence: id + consumption = 'push' + claim token + state = 'processing' + lease not expired.
 -- last_error is cut to 2000 characters (SCH-16).
--- $1 = id, $2 = claim token, $3 = error text (already redacted).
-UPDATE {inbox}
-SET {state} = 'dead',
-    {last_error} = left($3::text, 2000),
-    {claim_token} = NULL,
-    {lease_expires_at} = NULL
-WHERE {id} = $1::uuid
-  AND {consumption} = 'push'
-  AND {claim_token} = $2::uuid
-  AND {state} = 'processing'
-  AND {lease_expires_at} > clock_timestamp()
+-- :id = id, :token = claim token, :error = error text (already redacted).
+UPDATE "{inbox}"
+SET "{state}" = 'dead',
+    "{last_error}" = left(:error::text, 2000),
+    "{claim_token}" = NULL,
+    "{lease_expires_at}" = NULL
+WHERE "{id}" = :id::uuid
+  AND "{consumption}" = 'push'
+  AND "{claim_token}" = :token::uuid
+  AND "{state}" = 'processing'
+  AND "{lease_expires_at}" > clock_timestamp()

@@ -1,17 +1,18 @@
+-- Locking: the row lock of the fenced inbox row, inside the forward transaction. Isolation: READ COMMITTED.
 -- Forward, second statement (RLY-9 step 2, SCH-21): the fenced processed mark, in the same
 -- transaction as forward_insert.sql. Locking: the row lock of the inbox row; a row being
 -- written by another transaction (a reclaim) is waited for and the fence re-checked on its new
 -- version. Zero rows changed means the claim was lost and the caller rolls back the insert.
 -- claimed_at stays: it is when the row was last claimed (SCH-16).
 -- Fence: id + consumption = 'push' + claim token + state = 'processing' + lease not expired.
--- $1 = id, $2 = claim token.
-UPDATE {inbox}
-SET {state} = 'processed',
-    {processed_at} = clock_timestamp(),
-    {claim_token} = NULL,
-    {lease_expires_at} = NULL
-WHERE {id} = $1::uuid
-  AND {consumption} = 'push'
-  AND {claim_token} = $2::uuid
-  AND {state} = 'processing'
-  AND {lease_expires_at} > clock_timestamp()
+-- :id = id, :token = claim token.
+UPDATE "{inbox}"
+SET "{state}" = 'processed',
+    "{processed_at}" = clock_timestamp(),
+    "{claim_token}" = NULL,
+    "{lease_expires_at}" = NULL
+WHERE "{id}" = :id::uuid
+  AND "{consumption}" = 'push'
+  AND "{claim_token}" = :token::uuid
+  AND "{state}" = 'processing'
+  AND "{lease_expires_at}" > clock_timestamp()

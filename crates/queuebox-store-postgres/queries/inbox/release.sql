@@ -1,20 +1,21 @@
+-- Locking: the row locks of the fenced rows it releases. Isolation: READ COMMITTED.
 -- Relay release (RLY-12 with an error, RLY-15 without). READ COMMITTED, one statement for the
 -- batch. Locking: row locks on the rows it releases only; a row being written by another
 -- transaction is waited for and the fence re-checked on its new version.
 -- Fence: id + consumption = 'push' + claim token + state = 'processing' + lease not expired.
 -- attempt and scheduled_at stay, so the row keeps its place in its aggregate; last_error is
 -- written (cut to 2000 characters) only when an error is given.
--- $1 = ids, $2 = claim tokens (same length), $3 = error text or NULL.
-UPDATE {inbox} t
-SET {state} = 'pending',
-    {claim_token} = NULL,
-    {lease_expires_at} = NULL,
-    {last_error} = CASE WHEN $3::text IS NULL THEN t.{last_error}
-                        ELSE left($3::text, 2000) END
-FROM unnest($1::uuid[], $2::uuid[]) AS c(id, token)
-WHERE t.{id} = c.id
-  AND t.{consumption} = 'push'
-  AND t.{claim_token} = c.token
-  AND t.{state} = 'processing'
-  AND t.{lease_expires_at} > clock_timestamp()
-RETURNING t.{id}, c.token
+-- :ids = ids, :tokens = claim tokens (same length), :error = error text or NULL.
+UPDATE "{inbox}" t
+SET "{state}" = 'pending',
+    "{claim_token}" = NULL,
+    "{lease_expires_at}" = NULL,
+    "{last_error}" = CASE WHEN :error::text IS NULL THEN t."{last_error}"
+                        ELSE left(:error::text, 2000) END
+FROM unnest(:ids::uuid[], :tokens::uuid[]) AS c(id, token)
+WHERE t."{id}" = c.id
+  AND t."{consumption}" = 'push'
+  AND t."{claim_token}" = c.token
+  AND t."{state}" = 'processing'
+  AND t."{lease_expires_at}" > clock_timestamp()
+RETURNING t."{id}", c.token

@@ -1,3 +1,4 @@
+-- Locking: DDL under the migration lock. Isolation: READ COMMITTED.
 -- DDL under the migration lock (SCH-24/25). The function sends whatever table fires it.
 CREATE OR REPLACE FUNCTION queuebox_outbox_notify() RETURNS trigger
 LANGUAGE plpgsql AS $$

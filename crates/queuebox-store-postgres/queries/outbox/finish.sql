@@ -1,3 +1,4 @@
+-- Locking: the row locks of the fenced rows it writes. Isolation: READ COMMITTED.
 -- Terminal writes (OUT-28, OUT-31, OUT-41, SCH-15). READ COMMITTED, one statement for the
 -- whole batch of mixed outcomes. Locking: row locks on the rows it writes only; a row being
 -- written by another transaction is waited for and the fence re-checked on its new version.
@@ -6,22 +7,22 @@
 -- state literal (SCH-9); an unknown code yields NULL, which the NOT NULL column refuses.
 -- Sent leaves attempt, scheduled_at and last_error alone; retry and dead write the given
 -- attempt and error (cut to 2000 characters); only retry moves scheduled_at.
--- $1 = ids, $2 = tokens, $3 = outcome codes, $4 = attempts, $5 = retry delays in ms,
--- $6 = error texts (all arrays of one length).
-UPDATE {outbox} t
-SET {state} = CASE w.outcome WHEN 0 THEN 'sent' WHEN 1 THEN 'pending' WHEN 2 THEN 'dead' END,
-    {attempt} = CASE WHEN w.outcome = 0 THEN t.{attempt} ELSE w.attempt END,
-    {scheduled_at} = CASE WHEN w.outcome = 1
+-- :ids = ids, :tokens = tokens, :outcomes = outcome codes, :attempts = attempts, :delays_ms = retry delays in ms,
+-- :errors = error texts (all arrays of one length).
+UPDATE "{outbox}" t
+SET "{state}" = CASE w.outcome WHEN 0 THEN 'sent' WHEN 1 THEN 'pending' WHEN 2 THEN 'dead' END,
+    "{attempt}" = CASE WHEN w.outcome = 0 THEN t."{attempt}" ELSE w.attempt END,
+    "{scheduled_at}" = CASE WHEN w.outcome = 1
                          THEN clock_timestamp() + w.delay_ms * INTERVAL '1 millisecond'
-                         ELSE t.{scheduled_at} END,
-    {last_error} = CASE WHEN w.outcome = 0 THEN t.{last_error} ELSE left(w.error, 2000) END,
-    {claim_token} = NULL,
-    {lease_expires_at} = NULL,
-    {updated_at} = clock_timestamp()
-FROM unnest($1::uuid[], $2::uuid[], $3::int4[], $4::int4[], $5::int8[], $6::text[])
+                         ELSE t."{scheduled_at}" END,
+    "{last_error}" = CASE WHEN w.outcome = 0 THEN t."{last_error}" ELSE left(w.error, 2000) END,
+    "{claim_token}" = NULL,
+    "{lease_expires_at}" = NULL,
+    "{updated_at}" = clock_timestamp()
+FROM unnest(:ids::uuid[], :tokens::uuid[], :outcomes::int4[], :attempts::int4[], :delays_ms::int8[], :errors::text[])
      AS w(id, token, outcome, attempt, delay_ms, error)
-WHERE t.{id} = w.id
-  AND t.{claim_token} = w.token
-  AND t.{state} = 'processing'
-  AND t.{lease_expires_at} > clock_timestamp()
-RETURNING t.{id}, w.token
+WHERE t."{id}" = w.id
+  AND t."{claim_token}" = w.token
+  AND t."{state}" = 'processing'
+  AND t."{lease_expires_at}" > clock_timestamp()
+RETURNING t."{id}", w.token

@@ -1,3 +1,4 @@
+-- Locking: none, read only. Isolation: READ COMMITTED.
 -- Pending gauges (MET catalogue). READ COMMITTED, read only, no row locks. state = 'pending'
 -- is a literal so the partial index idx_outbox_pending serves it (SCH-9, SCH-14). The clock is
 -- read once, so the due test and the age use the same instant. Always one row (count 0, age 0
@@ -5,8 +6,8 @@
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS at)
 SELECT count(*)::bigint AS pending,
        COALESCE(
-           GREATEST(0, EXTRACT(EPOCH FROM (SELECT at FROM clock) - min(o.{scheduled_at})
-               FILTER (WHERE o.{scheduled_at} <= (SELECT at FROM clock)))),
+           GREATEST(0, EXTRACT(EPOCH FROM (SELECT at FROM clock) - min(o."{scheduled_at}")
+               FILTER (WHERE o."{scheduled_at}" <= (SELECT at FROM clock)))),
            0)::float8 AS oldest_due_age_seconds
-FROM {outbox} o
-WHERE o.{state} = 'pending'
+FROM "{outbox}" o
+WHERE o."{state}" = 'pending'

@@ -1,12 +1,13 @@
+-- Locking: the row locks of the expired rows. Isolation: READ COMMITTED.
 -- Reclaim of expired leases (OUT-46/47, SCH-15). READ COMMITTED, one statement, not fenced:
 -- it matches expired leases only, so any replica may run it. Locking: row locks on the expired
 -- rows; a row being written meanwhile (say a late terminal write of its owner) is waited for
 -- and re-checked on its new version, so a row that left processing is not touched.
 -- attempt, scheduled_at and last_error stay as they are (OUT-27).
-UPDATE {outbox}
-SET {state} = 'pending',
-    {claim_token} = NULL,
-    {lease_expires_at} = NULL,
-    {updated_at} = clock_timestamp()
-WHERE {state} = 'processing'
-  AND {lease_expires_at} <= clock_timestamp()
+UPDATE "{outbox}"
+SET "{state}" = 'pending',
+    "{claim_token}" = NULL,
+    "{lease_expires_at}" = NULL,
+    "{updated_at}" = clock_timestamp()
+WHERE "{state}" = 'processing'
+  AND "{lease_expires_at}" <= clock_timestamp()

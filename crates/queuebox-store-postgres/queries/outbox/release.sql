@@ -1,17 +1,18 @@
+-- Locking: the row locks of the fenced rows it releases. Isolation: READ COMMITTED.
 -- Release at shutdown (OUT-58 step 2, SCH-15). READ COMMITTED, one statement for the batch.
 -- Locking: row locks on the rows it releases only; a row being written by another transaction
 -- is waited for and the fence re-checked on its new version.
 -- Fence: id + claim token + state = 'processing' + lease not yet expired. attempt,
 -- scheduled_at and last_error stay as they are (OUT-59).
--- $1 = ids, $2 = claim tokens (same length).
-UPDATE {outbox} t
-SET {state} = 'pending',
-    {claim_token} = NULL,
-    {lease_expires_at} = NULL,
-    {updated_at} = clock_timestamp()
-FROM unnest($1::uuid[], $2::uuid[]) AS c(id, token)
-WHERE t.{id} = c.id
-  AND t.{claim_token} = c.token
-  AND t.{state} = 'processing'
-  AND t.{lease_expires_at} > clock_timestamp()
-RETURNING t.{id}, c.token
+-- :ids = ids, :tokens = claim tokens (same length).
+UPDATE "{outbox}" t
+SET "{state}" = 'pending',
+    "{claim_token}" = NULL,
+    "{lease_expires_at}" = NULL,
+    "{updated_at}" = clock_timestamp()
+FROM unnest(:ids::uuid[], :tokens::uuid[]) AS c(id, token)
+WHERE t."{id}" = c.id
+  AND t."{claim_token}" = c.token
+  AND t."{state}" = 'processing'
+  AND t."{lease_expires_at}" > clock_timestamp()
+RETURNING t."{id}", c.token

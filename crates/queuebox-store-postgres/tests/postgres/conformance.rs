@@ -5,11 +5,11 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use queuebox_core::{SqlIdentifier, TableLayout};
-use queuebox_store::Store;
 use queuebox_store::conformance::{
-    self as suite, ConformanceDatabase, ConformanceFactory, InboxSnapshot, NewOutboxRow,
-    OutboxSnapshot,
+    ConformanceDatabase, ConformanceFactory, InboxFixture, InboxSnapshot, NewOutboxRow,
+    OpenTransaction, OutboxSnapshot, OutboxTransition,
 };
+use queuebox_store::{Claim, Store, StoreError};
 use uuid::Uuid;
 
 use crate::support::TestDb;
@@ -186,26 +186,6 @@ impl ConformanceDatabase for TestDb {
             .collect()
     }
 
-    async fn replay_outbox(&self, layout: &TableLayout, id: Uuid) {
-        let c = &layout.outbox;
-        let sql = format!(
-            "UPDATE {} SET {} = 'pending', {} = 0, {} = clock_timestamp(), {} = clock_timestamp(), \
-             {} = NULL, {} = NULL, {} = NULL, {} = NULL WHERE {} = $1",
-            q(&layout.outbox_table),
-            q(&c.state),
-            q(&c.attempt),
-            q(&c.scheduled_at),
-            q(&c.updated_at),
-            q(&c.last_error),
-            q(&c.claimed_at),
-            q(&c.claim_token),
-            q(&c.lease_expires_at),
-            q(&c.id),
-        );
-        let n = self.admin.execute(&sql, &[&id]).await.expect("replay");
-        assert_eq!(n, 1, "replayed row {id} exists");
-    }
-
     async fn create_inbox_by_hand(&self, layout: &TableLayout) {
         self.exec(queuebox_store_postgres::bundled_sql(2).expect("v2"))
             .await;
@@ -349,144 +329,59 @@ impl ConformanceDatabase for TestDb {
         assert_eq!(n, 1, "claimed inbox row {id} exists");
     }
 
+    async fn insert_outbox_uncommitted(&self, row: &NewOutboxRow) -> Box<dyn OpenTransaction> {
+        self.hook_insert_outbox_uncommitted(row).await
+    }
+
+    async fn change_inbox_state_uncommitted(
+        &self,
+        id: Uuid,
+        state: &str,
+    ) -> Box<dyn OpenTransaction> {
+        self.hook_change_inbox_state_uncommitted(id, state).await
+    }
+
+    async fn audit_outbox_transitions(&self) {
+        self.hook_audit_outbox_transitions().await;
+    }
+
+    async fn outbox_transitions(&self) -> Vec<OutboxTransition> {
+        self.hook_outbox_transitions().await
+    }
+
+    async fn insert_inbox_fixtures(&self, rows: &[InboxFixture]) {
+        self.hook_insert_inbox_fixtures(rows).await;
+    }
+
+    async fn set_inbox_claim(&self, claim: Claim, lease_ms: i64) {
+        self.hook_set_inbox_claim(claim.id.0, claim.token.0, lease_ms)
+            .await;
+    }
+
+    async fn create_application_table(&self) {
+        self.hook_create_application_table().await;
+    }
+
+    async fn application_table_states(&self) -> BTreeMap<String, i64> {
+        self.hook_application_table_states().await
+    }
+
+    async fn store_with_short_lock_wait(&self, layout: TableLayout) -> Box<dyn Store> {
+        self.hook_store_with_short_lock_wait(layout).await
+    }
+
+    async fn lock_outbox(&self) -> Box<dyn OpenTransaction> {
+        self.hook_lock_outbox().await
+    }
+
+    async fn unreachable_store_error(&self) -> StoreError {
+        self.hook_unreachable_store_error().await
+    }
+
     async fn cleanup(self: Box<Self>) {
         (*self).drop().await;
     }
 }
 
-#[tokio::test]
-async fn conformance_sch_49_second_migrate_applies_nothing() {
-    suite::sch_49_second_migrate_applies_nothing(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_sch_61_guard_reports_missing_tables_without_history() {
-    suite::sch_61_guard_reports_missing_tables_without_history(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_sch_61_guard_reports_dropped_column() {
-    suite::sch_61_guard_reports_dropped_column(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_sch_55_renamed_names_refused_and_nothing_created() {
-    suite::sch_55_renamed_names_refused_and_nothing_created(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_sch_56_baseline_without_tables_refused() {
-    suite::sch_56_baseline_without_tables_refused(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_sch_56_baseline_with_history_refused() {
-    suite::sch_56_baseline_with_history_refused(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_sch_56_baseline_out_of_range_refused() {
-    suite::sch_56_baseline_out_of_range_refused(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_11_claim_takes_only_due_pending_rows() {
-    suite::out_11_claim_takes_only_due_pending_rows(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_11_future_scheduled_at_is_not_claimed() {
-    suite::out_11_future_scheduled_at_is_not_claimed(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_12_keyless_rows_several_per_claim() {
-    suite::out_12_keyless_rows_several_per_claim(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_13_one_row_per_key_per_claim() {
-    suite::out_13_one_row_per_key_per_claim(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_13_future_head_blocks_its_key() {
-    suite::out_13_future_head_blocks_its_key(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_13_processing_row_blocks_its_key() {
-    suite::out_13_processing_row_blocks_its_key(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_35_dead_head_releases_its_key() {
-    suite::out_35_dead_head_releases_its_key(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_15_limit_and_order() {
-    suite::out_15_limit_and_order(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_16_claim_writes_token_times_and_lease() {
-    suite::out_16_claim_writes_token_times_and_lease(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_41_renew_extends_the_lease_and_stale_renews_nothing() {
-    suite::out_41_renew_extends_the_lease_and_stale_renews_nothing(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_31_finish_sent_writes_exactly_its_columns() {
-    suite::out_31_finish_sent_writes_exactly_its_columns(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_28_finish_retry_writes_exactly_its_columns() {
-    suite::out_28_finish_retry_writes_exactly_its_columns(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_28_finish_dead_writes_exactly_its_columns() {
-    suite::out_28_finish_dead_writes_exactly_its_columns(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_41_finish_mixed_batch_and_lost_claims() {
-    suite::out_41_finish_mixed_batch_and_lost_claims(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_58_release_keeps_attempt_schedule_and_error() {
-    suite::out_58_release_keeps_attempt_schedule_and_error(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_46_reclaim_returns_only_expired_rows() {
-    suite::out_46_reclaim_returns_only_expired_rows(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_62_pending_stats_count_and_age() {
-    suite::out_62_pending_stats_count_and_age(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_out_31_finish_of_100_rows_in_one_call() {
-    suite::out_31_finish_of_100_rows_in_one_call(&PgFactory).await;
-}
-
-#[tokio::test]
-async fn conformance_sch_38_outbox_statements_use_mapped_names() {
-    suite::sch_38_outbox_statements_use_mapped_names(&PgFactory).await;
-}
-
-// Several threads, so the connection tasks of the claimers' pooled connections run beside the
-// task that drives the claimers.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn conformance_out_14_concurrent_claimers_never_share_a_row_or_a_key() {
-    suite::out_14_concurrent_claimers_never_share_a_row_or_a_key(&PgFactory).await;
-}
+// The whole suite: one #[tokio::test] per case, named after it.
+queuebox_store::conformance_tests!(PgFactory);

@@ -2,7 +2,7 @@
 //! works in a schema of its own, so they run in parallel and leave nothing behind.
 
 mod conformance;
-mod conformance_inbox;
+mod conformance_hooks;
 mod connect;
 mod errors;
 mod guard;

@@ -9,7 +9,7 @@ use super::inbox_support::{
     delayed, json, message, of, pulled, relay_claim_of, sources, store_all,
 };
 use super::{ConformanceFactory, InboxSnapshot, LONG_LEASE, inbox_migrated};
-use crate::intake::{Consumption, InsertOutcome, Schedule};
+use crate::intake::{Consumption, InsertOutcome, Schedule, StoredState};
 use crate::relay::ForwardedRow;
 
 /// The snapshot without its read time, for "nothing changed" comparisons.
@@ -20,7 +20,7 @@ fn unread(mut row: InboxSnapshot) -> InboxSnapshot {
 
 /// INB-49: a stored row holds every column the message gave, `pending`, attempt 0, and the
 /// database clock as `created_at` (= `scheduled_at` without a delay); NULL where it gave none.
-pub async fn inb_49_insert_stores_every_column(factory: &dyn ConformanceFactory) {
+pub(crate) async fn inb_49_insert_stores_every_column(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "inb49").await;
     let layout = TableLayout::default();
     let bare = message("webhooks", "k-0");
@@ -66,7 +66,7 @@ pub async fn inb_49_insert_stores_every_column(factory: &dyn ConformanceFactory)
 }
 
 /// INB-2: the `consumption` of the source is written on the row.
-pub async fn inb_2_consumption_is_written(factory: &dyn ConformanceFactory) {
+pub(crate) async fn inb_2_consumption_is_written(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "inb2").await;
     let layout = TableLayout::default();
     let push = message("s", "a");
@@ -81,7 +81,9 @@ pub async fn inb_2_consumption_is_written(factory: &dyn ConformanceFactory) {
 /// INB-50: a repeat of a stored pair is a duplicate and changes nothing in the existing row,
 /// whatever its state (pending, processing, processed, dead); a new pair in the same batch is
 /// still stored.
-pub async fn inb_50_duplicate_changes_nothing_whatever_the_state(factory: &dyn ConformanceFactory) {
+pub(crate) async fn inb_50_duplicate_changes_nothing_whatever_the_state(
+    factory: &dyn ConformanceFactory,
+) {
     let (db, store) = inbox_migrated(factory, "inb50dup").await;
     let layout = TableLayout::default();
     let pending = pulled(message("s", "pending"));
@@ -148,7 +150,9 @@ pub async fn inb_50_duplicate_changes_nothing_whatever_the_state(factory: &dyn C
 }
 
 /// INB-50: the pair is (`source`, `idempotency_key`): one key under two sources is two rows.
-pub async fn inb_50_same_key_under_two_sources_is_two_rows(factory: &dyn ConformanceFactory) {
+pub(crate) async fn inb_50_same_key_under_two_sources_is_two_rows(
+    factory: &dyn ConformanceFactory,
+) {
     let (db, store) = inbox_migrated(factory, "inb50src").await;
     let layout = TableLayout::default();
     let a = message("a", "k");
@@ -161,7 +165,7 @@ pub async fn inb_50_same_key_under_two_sources_is_two_rows(factory: &dyn Conform
 
 /// INB-50: two rows of one batch with the same pair: the first is stored, the second is a
 /// duplicate, and the stored row is the first one's.
-pub async fn inb_50_duplicate_pair_within_one_batch(factory: &dyn ConformanceFactory) {
+pub(crate) async fn inb_50_duplicate_pair_within_one_batch(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "inb50batch").await;
     let layout = TableLayout::default();
     let mut first = message("s", "k");
@@ -188,7 +192,7 @@ pub async fn inb_50_duplicate_pair_within_one_batch(factory: &dyn ConformanceFac
 }
 
 /// INB-41/44: `AfterReceipt`: `scheduled_at` = receipt time (`created_at`) + the delay.
-pub async fn inb_41_scheduled_at_after_receipt(factory: &dyn ConformanceFactory) {
+pub(crate) async fn inb_41_scheduled_at_after_receipt(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "inb41").await;
     let layout = TableLayout::default();
     let now = message("s", "now");
@@ -203,7 +207,7 @@ pub async fn inb_41_scheduled_at_after_receipt(factory: &dyn ConformanceFactory)
 
 /// INB-42/44: `AfterPublish`: `scheduled_at` = min(publish time, receipt time) + delay, so a
 /// past publish time counts to the millisecond and a future one never lengthens the hold.
-pub async fn inb_42_scheduled_at_after_publish_takes_the_earlier_time(
+pub(crate) async fn inb_42_scheduled_at_after_publish_takes_the_earlier_time(
     factory: &dyn ConformanceFactory,
 ) {
     let (db, store) = inbox_migrated(factory, "inb42").await;
@@ -224,5 +228,48 @@ pub async fn inb_42_scheduled_at_after_publish_takes_the_earlier_time(
     assert_eq!(p.scheduled_at, 1_000_000_000_123_000 + 30_000_000);
     let f = db.inbox_row(&layout, future.id).await;
     assert_eq!(f.scheduled_at - f.created_at, 30_000_000);
+    db.cleanup().await;
+}
+
+/// INB-56/INB-58/INB-45: a row stored `dead` (a broker body that is not JSON, a transform
+/// rejection) is `dead` from its insert, with its `last_error`, due at its receipt whatever
+/// delay it was given, and never claimed by the relay.
+pub(crate) async fn inb_56_a_dead_row_is_stored_dead_with_its_error_and_never_claimed(
+    factory: &dyn ConformanceFactory,
+) {
+    let (db, store) = inbox_migrated(factory, "inb56").await;
+    let layout = TableLayout::default();
+    let mut dead = delayed(message("queue", "sha256:00ff"), 60_000);
+    dead.payload = r#"{"raw":"not json"}"#.into();
+    dead.state = StoredState::Dead;
+    dead.last_error = Some("The body is not valid JSON.".into());
+    store_all(&*store, std::slice::from_ref(&dead)).await;
+    let row = db.inbox_row(&layout, dead.id).await;
+    assert_eq!(row.state, "dead");
+    assert_eq!(
+        row.last_error.as_deref(),
+        Some("The body is not valid JSON.")
+    );
+    assert_eq!(json(&row.payload), json(r#"{"raw":"not json"}"#));
+    assert_eq!(
+        row.scheduled_at, row.created_at,
+        "INB-45: due at receipt, no delay"
+    );
+    assert_eq!(row.attempt, 0);
+    let claimed = store
+        .relay_claim(10, LONG_LEASE, &sources(&["queue"]))
+        .await
+        .expect("relay claim");
+    assert!(
+        claimed.is_empty(),
+        "a dead row is never claimed: {claimed:?}"
+    );
+    // INB-57: the same key again is a duplicate and changes nothing.
+    let mut again = message("queue", "sha256:00ff");
+    again.state = StoredState::Dead;
+    again.last_error = Some("The body is not valid JSON.".into());
+    let outcomes = store.insert_batch(&[again]).await.expect("insert");
+    assert_eq!(outcomes, vec![InsertOutcome::Duplicate]);
+    assert_eq!(unread(db.inbox_row(&layout, dead.id).await), unread(row));
     db.cleanup().await;
 }

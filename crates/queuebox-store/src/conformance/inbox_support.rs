@@ -74,13 +74,13 @@ pub(crate) fn sources(names: &[&str]) -> Vec<String> {
 }
 
 pub(crate) fn relay_ids(rows: &[RelayRow]) -> Vec<Uuid> {
-    rows.iter().map(|r| r.claim.id).collect()
+    rows.iter().map(|r| r.claim.id.0).collect()
 }
 
 /// The claim of `id` among the claimed rows.
 pub(crate) fn relay_claim_of(rows: &[RelayRow], id: Uuid) -> Claim {
     rows.iter()
-        .find(|r| r.claim.id == id)
+        .find(|r| r.claim.id.0 == id)
         .map(|r| r.claim)
         .unwrap_or_else(|| panic!("{id} was not claimed: {rows:?}"))
 }

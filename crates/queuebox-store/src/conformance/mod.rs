@@ -3,8 +3,8 @@
 //! empty namespace of its own, and panics on a failed expectation.
 //!
 //! The outbox and inbox checks need a few set-up and inspection steps that are no part of any
-//! store trait (inserting rows as an application would, reading a row back, a replay or a pull
-//! claim by hand, moving a row's times into the past); each store's test crate provides them
+//! store trait (inserting rows as an application would, reading a row back, a pull claim by
+//! hand, moving a row's times into the past); each store's test crate provides them
 //! through [`ConformanceDatabase`] in its own SQL.
 
 use std::collections::BTreeMap;
@@ -16,11 +16,19 @@ use async_trait::async_trait;
 use queuebox_core::TableLayout;
 use uuid::Uuid;
 
+use crate::outbox::Claim;
 use crate::store::Store;
 
+mod cases;
+mod errors;
+mod fixtures;
 mod inbox_insert;
+mod inbox_lifecycle;
 mod inbox_support;
+mod operator_inbox;
+mod operator_outbox;
 mod outbox_claim;
+mod outbox_lifecycle;
 mod outbox_load;
 mod outbox_recovery;
 mod outbox_writes;
@@ -28,18 +36,27 @@ mod relay_claim;
 mod relay_load;
 mod relay_writes;
 mod retention;
+mod retention_safety;
 mod schema;
 
-pub use inbox_insert::*;
-pub use outbox_claim::*;
-pub use outbox_load::*;
-pub use outbox_recovery::*;
-pub use outbox_writes::*;
-pub use relay_claim::*;
-pub use relay_load::*;
-pub use relay_writes::*;
-pub use retention::*;
-pub use schema::*;
+pub use cases::{Case, run};
+use errors::*;
+pub use fixtures::{InboxFixture, OpenTransaction, OutboxTransition};
+use inbox_insert::*;
+use inbox_lifecycle::*;
+use operator_inbox::*;
+use operator_outbox::*;
+use outbox_claim::*;
+use outbox_lifecycle::*;
+use outbox_load::*;
+use outbox_recovery::*;
+use outbox_writes::*;
+use relay_claim::*;
+use relay_load::*;
+use relay_writes::*;
+use retention::*;
+use retention_safety::*;
+use schema::*;
 
 /// One outbox row as an application inserts it (OUT-4). `scheduled_in_ms` is added to the
 /// insert time; rows of one [`ConformanceDatabase::insert_outbox`] call share that time, so
@@ -157,9 +174,6 @@ pub trait ConformanceDatabase: Send + Sync {
     /// Test inspection: the number of rows in each state.
     async fn outbox_states(&self, layout: &TableLayout) -> BTreeMap<String, i64>;
 
-    /// Test set-up only: the replay write of outbox.md OUT-50 on one row, whatever its state.
-    async fn replay_outbox(&self, layout: &TableLayout, id: Uuid);
-
     /// Test set-up only: creates the inbox table with the layout's names, as an operator does
     /// for renamed names (schema.md SCH-39).
     async fn create_inbox_by_hand(&self, layout: &TableLayout);
@@ -185,6 +199,54 @@ pub trait ConformanceDatabase: Send + Sync {
     /// `consumption`: `processing`, a new token, `claimed_at` = now, lease = now + `lease_ms`
     /// (negative: already expired).
     async fn claim_by_hand(&self, layout: &TableLayout, id: Uuid, lease_ms: i64);
+
+    /// Test set-up only: another session inserts the row (default names) in a transaction it
+    /// keeps open until the answer is committed, as a slow application writer does.
+    async fn insert_outbox_uncommitted(&self, row: &NewOutboxRow) -> Box<dyn OpenTransaction>;
+
+    /// Test set-up only: another session sets the inbox row's `state` in a transaction it
+    /// keeps open until the answer is committed (default names).
+    async fn change_inbox_state_uncommitted(
+        &self,
+        id: Uuid,
+        state: &str,
+    ) -> Box<dyn OpenTransaction>;
+
+    /// Test set-up only: from now on the database records every insert and state change of
+    /// the outbox (default names), for [`ConformanceDatabase::outbox_transitions`].
+    async fn audit_outbox_transitions(&self);
+
+    /// Test inspection: what the audit recorded, in the order it happened.
+    async fn outbox_transitions(&self) -> Vec<OutboxTransition>;
+
+    /// Test set-up only: writes the inbox rows as given, in one transaction (default names).
+    async fn insert_inbox_fixtures(&self, rows: &[InboxFixture]);
+
+    /// Test set-up only: puts the claim's token on its inbox row with a lease of now +
+    /// `lease_ms` (negative: expired), leaving the row's state alone.
+    async fn set_inbox_claim(&self, claim: Claim, lease_ms: i64);
+
+    /// Test set-up only: an application's own table, beside QueueBox's, with QueueBox's column
+    /// names (`state`, `created_at`, `updated_at`), one old row in each of `processed`,
+    /// `dead` and `sent`.
+    async fn create_application_table(&self);
+
+    /// Test inspection: the rows of that table in each state.
+    async fn application_table_states(&self) -> BTreeMap<String, i64>;
+
+    /// A store on this namespace whose statements wait at most about 100 ms for a lock another
+    /// transaction holds (PostgreSQL `lock_timeout`, MySQL `innodb_lock_wait_timeout`, the
+    /// SQLite busy timeout).
+    async fn store_with_short_lock_wait(&self, layout: TableLayout) -> Box<dyn Store>;
+
+    /// Test set-up only: another session takes a lock that keeps every claim of the outbox
+    /// waiting (an exclusive table lock, or the write lock of the database file), in a
+    /// transaction it holds until the answer is committed.
+    async fn lock_outbox(&self) -> Box<dyn OpenTransaction>;
+
+    /// The error of opening a store on a database nobody answers for (a closed port, a file
+    /// in a folder that does not exist), within a short start-up timeout.
+    async fn unreachable_store_error(&self) -> crate::error::StoreError;
 
     /// Removes the namespace, best effort.
     async fn cleanup(self: Box<Self>);
@@ -256,5 +318,5 @@ pub(crate) const LONG_LEASE: std::time::Duration = std::time::Duration::from_sec
 
 /// The ids of claimed rows, in the order the claim returned them.
 pub(crate) fn ids_of(rows: &[crate::outbox::ClaimedRow]) -> Vec<Uuid> {
-    rows.iter().map(|r| r.claim.id).collect()
+    rows.iter().map(|r| r.claim.id.0).collect()
 }

@@ -6,12 +6,13 @@ use std::time::Duration;
 use queuebox_core::TableLayout;
 
 use super::{ConformanceFactory, LONG_LEASE, NewOutboxRow, ids_of, migrated};
+use crate::operator::OutboxFilter;
 use crate::outbox::{Claim, TerminalWrite};
 
 const HOUR_MS: i64 = 3_600_000;
 
 /// OUT-11: a claim takes pending, due rows only: never a processing, sent or future row.
-pub async fn out_11_claim_takes_only_due_pending_rows(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_11_claim_takes_only_due_pending_rows(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out11due").await;
     let layout = TableLayout::default();
     let a = NewOutboxRow::new("t");
@@ -38,7 +39,7 @@ pub async fn out_11_claim_takes_only_due_pending_rows(factory: &dyn ConformanceF
 }
 
 /// OUT-11 (due): a row whose `scheduled_at` is in the future stays pending until it is due.
-pub async fn out_11_future_scheduled_at_is_not_claimed(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_11_future_scheduled_at_is_not_claimed(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out11fut").await;
     let layout = TableLayout::default();
     let soon = NewOutboxRow::new("t").scheduled_in_ms(2_000);
@@ -57,7 +58,7 @@ pub async fn out_11_future_scheduled_at_is_not_claimed(factory: &dyn Conformance
 
 /// OUT-12/37: rows with no key (NULL or empty) are claimed several in one claim, and come
 /// back with `key` None.
-pub async fn out_12_keyless_rows_several_per_claim(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_12_keyless_rows_several_per_claim(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out12").await;
     let layout = TableLayout::default();
     let rows = vec![
@@ -77,7 +78,7 @@ pub async fn out_12_keyless_rows_several_per_claim(factory: &dyn ConformanceFact
 }
 
 /// OUT-13/15: one claim takes at most one row per key: the head row.
-pub async fn out_13_one_row_per_key_per_claim(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_13_one_row_per_key_per_claim(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out13one").await;
     let layout = TableLayout::default();
     let a1 = NewOutboxRow::new("t").key("a");
@@ -100,7 +101,7 @@ pub async fn out_13_one_row_per_key_per_claim(factory: &dyn ConformanceFactory) 
 
 /// OUT-13: a pending head with a future `scheduled_at` (inserted so, or waiting for a retry)
 /// holds back the due rows of its key.
-pub async fn out_13_future_head_blocks_its_key(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_13_future_head_blocks_its_key(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out13fut").await;
     let layout = TableLayout::default();
     let head = NewOutboxRow::new("t").key("a").scheduled_in_ms(HOUR_MS);
@@ -146,7 +147,7 @@ pub async fn out_13_future_head_blocks_its_key(factory: &dyn ConformanceFactory)
 
 /// OUT-13 rule 3: a processing row blocks its key even against a lower-sequence pending row
 /// (one that a replay put back, OUT-39); once it ends, the replayed row goes first.
-pub async fn out_13_processing_row_blocks_its_key(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_13_processing_row_blocks_its_key(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out13proc").await;
     let layout = TableLayout::default();
     let first = NewOutboxRow::new("t").key("a");
@@ -164,7 +165,11 @@ pub async fn out_13_processing_row_blocks_its_key(factory: &dyn ConformanceFacto
     let c2 = store.claim(10, LONG_LEASE).await.expect("claim");
     assert_eq!(ids_of(&c2), vec![second.id]);
 
-    db.replay_outbox(&layout, first.id).await;
+    let replay = OutboxFilter {
+        ids: Some(vec![first.id]),
+        ..OutboxFilter::default()
+    };
+    assert_eq!(store.replay_outbox(&replay, None).await.expect("replay"), 1);
     let blocked = store.claim(10, LONG_LEASE).await.expect("claim");
     assert!(
         blocked.is_empty(),
@@ -181,7 +186,7 @@ pub async fn out_13_processing_row_blocks_its_key(factory: &dyn ConformanceFacto
 }
 
 /// OUT-35: a dead head releases its key; the next row of the key becomes claimable.
-pub async fn out_35_dead_head_releases_its_key(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_35_dead_head_releases_its_key(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out35").await;
     let layout = TableLayout::default();
     let head = NewOutboxRow::new("t").key("a");
@@ -205,7 +210,7 @@ pub async fn out_35_dead_head_releases_its_key(factory: &dyn ConformanceFactory)
 }
 
 /// OUT-15: the limit holds, and rows go in `scheduled_at`, then `sequence` order.
-pub async fn out_15_limit_and_order(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_15_limit_and_order(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out15").await;
     let layout = TableLayout::default();
     let a = NewOutboxRow::new("t").scheduled_in_ms(-1_000);
@@ -224,7 +229,7 @@ pub async fn out_15_limit_and_order(factory: &dyn ConformanceFactory) {
 
 /// OUT-16: the claim writes state, a new token per row, `claimed_at`, the lease and
 /// `updated_at` from the database clock, and returns the row's columns.
-pub async fn out_16_claim_writes_token_times_and_lease(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_16_claim_writes_token_times_and_lease(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out16").await;
     let layout = TableLayout::default();
     let mut first = NewOutboxRow::new("order.created").key("o-1");
@@ -254,7 +259,7 @@ pub async fn out_16_claim_writes_token_times_and_lease(factory: &dyn Conformance
 
     let after = db.outbox_row(&layout, first.id).await;
     assert_eq!(after.state, "processing");
-    assert_eq!(after.claim_token, Some(row.claim.token));
+    assert_eq!(after.claim_token, Some(row.claim.token.0));
     let claimed_at = after.claimed_at.expect("claimed_at");
     assert!(before.read_at <= claimed_at && claimed_at <= after.read_at);
     assert!(before.read_at <= after.updated_at && after.updated_at <= after.read_at);
@@ -278,7 +283,7 @@ pub async fn out_16_claim_writes_token_times_and_lease(factory: &dyn Conformance
 /// The claim of `row` as the claim returned it, for the fence checks.
 pub(crate) fn claim_of(rows: &[crate::outbox::ClaimedRow], id: uuid::Uuid) -> Claim {
     rows.iter()
-        .find(|r| r.claim.id == id)
+        .find(|r| r.claim.id.0 == id)
         .map(|r| r.claim)
         .unwrap_or_else(|| panic!("{id} was not claimed: {rows:?}"))
 }

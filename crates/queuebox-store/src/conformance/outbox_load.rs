@@ -48,12 +48,12 @@ async fn claimer(store: &dyn OutboxStore, ledger: &Mutex<Ledger>, total: usize) 
             assert_eq!(keys.len(), rows.len(), "one claim took two rows of a key");
             for row in &rows {
                 assert!(
-                    l.seen.insert(row.claim.id),
+                    l.seen.insert(row.claim.id.0),
                     "{} claimed twice",
                     row.claim.id
                 );
                 let key = row.key.clone().expect("every row has a key");
-                if let Some(other) = l.in_flight.insert(key.clone(), row.claim.id) {
+                if let Some(other) = l.in_flight.insert(key.clone(), row.claim.id.0) {
                     panic!(
                         "{} of key {key} claimed while {other} was held",
                         row.claim.id
@@ -75,7 +75,7 @@ async fn claimer(store: &dyn OutboxStore, ledger: &Mutex<Ledger>, total: usize) 
 
 /// OUT-13/14/36: 8 concurrent claimers on two stores drain 200 rows of 10 keys; no row is
 /// claimed twice, a key never has two rows out, and each key goes strictly in sequence order.
-pub async fn out_14_concurrent_claimers_never_share_a_row_or_a_key(
+pub(crate) async fn out_14_concurrent_claimers_never_share_a_row_or_a_key(
     factory: &dyn ConformanceFactory,
 ) {
     const ROWS: usize = 200;
@@ -113,7 +113,7 @@ pub async fn out_14_concurrent_claimers_never_share_a_row_or_a_key(
 
 /// OUT-31 batched: one `finish` call writes 100 rows of mixed outcomes (one statement in the
 /// store), and every row changes.
-pub async fn out_31_finish_of_100_rows_in_one_call(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_31_finish_of_100_rows_in_one_call(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out31batch").await;
     let layout = TableLayout::default();
     let rows: Vec<NewOutboxRow> = (0..100).map(|_| NewOutboxRow::new("t")).collect();
@@ -153,7 +153,7 @@ pub async fn out_31_finish_of_100_rows_in_one_call(factory: &dyn ConformanceFact
 }
 
 /// SCH-38: every outbox statement works on tables and columns the operator renamed.
-pub async fn sch_38_outbox_statements_use_mapped_names(factory: &dyn ConformanceFactory) {
+pub(crate) async fn sch_38_outbox_statements_use_mapped_names(factory: &dyn ConformanceFactory) {
     let db = factory.fresh("sch38out").await;
     let id = |s: &str| SqlIdentifier::parse(s).expect("identifier");
     let mut layout = TableLayout {

@@ -32,27 +32,29 @@ async fn claimed_after_a_retry(
 
 /// OUT-58 step 2 / OUT-59: a release returns unstarted rows to pending under the fence, with
 /// attempt, scheduled_at, last_error and claimed_at unchanged.
-pub async fn out_58_release_keeps_attempt_schedule_and_error(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_58_release_keeps_attempt_schedule_and_error(
+    factory: &dyn ConformanceFactory,
+) {
     let (db, store) = migrated(factory, "out58").await;
     let layout = TableLayout::default();
     let row = NewOutboxRow::new("t");
     db.insert_outbox(&layout, std::slice::from_ref(&row)).await;
     let claim = claimed_after_a_retry(&*store, row.id, LONG_LEASE).await;
     let other = claimed_rows(&*db, &*store, 1, LONG_LEASE).await[0];
-    let before = db.outbox_row(&layout, claim.id).await;
+    let before = db.outbox_row(&layout, claim.id.0).await;
 
     let released = store
         .release(&[claim, stale(other)])
         .await
         .expect("release");
     assert_eq!(released, vec![claim]);
-    let after = db.outbox_row(&layout, claim.id).await;
+    let after = db.outbox_row(&layout, claim.id.0).await;
     assert_eq!(after, left_processing(&before, &after, "pending"));
     assert_eq!(
         (after.attempt, after.last_error.as_deref()),
         (1, Some("e1"))
     );
-    assert_eq!(db.outbox_row(&layout, other.id).await.state, "processing");
+    assert_eq!(db.outbox_row(&layout, other.id.0).await.state, "processing");
 
     let again = store.claim(10, LONG_LEASE).await.expect("claim");
     assert_eq!(ids_of(&again), vec![row.id], "a released row is claimable");
@@ -66,7 +68,7 @@ pub async fn out_58_release_keeps_attempt_schedule_and_error(factory: &dyn Confo
 /// OUT-46/47: the reclaim returns exactly the expired processing rows to pending, keeps
 /// attempt, scheduled_at and last_error, fences out the old owner, and the row is the head
 /// again for the next claim.
-pub async fn out_46_reclaim_returns_only_expired_rows(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_46_reclaim_returns_only_expired_rows(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out46").await;
     let layout = TableLayout::default();
     let expired_row = NewOutboxRow::new("t").key("k");
@@ -78,7 +80,7 @@ pub async fn out_46_reclaim_returns_only_expired_rows(factory: &dyn ConformanceF
     let future = NewOutboxRow::new("t").scheduled_in_ms(3_600_000);
     db.insert_outbox(&layout, &[behind.clone(), future]).await;
     let before = db.outbox_row(&layout, expired_row.id).await;
-    let live_before = db.outbox_row(&layout, live.id).await;
+    let live_before = db.outbox_row(&layout, live.id.0).await;
 
     assert_eq!(store.reclaim_expired().await.expect("reclaim"), 1);
     let after = db.outbox_row(&layout, expired_row.id).await;
@@ -87,7 +89,7 @@ pub async fn out_46_reclaim_returns_only_expired_rows(factory: &dyn ConformanceF
         (after.attempt, after.last_error.as_deref()),
         (1, Some("e1"))
     );
-    let live_after = db.outbox_row(&layout, live.id).await;
+    let live_after = db.outbox_row(&layout, live.id.0).await;
     assert_eq!(
         OutboxSnapshot {
             read_at: live_before.read_at,
@@ -113,7 +115,7 @@ pub async fn out_46_reclaim_returns_only_expired_rows(factory: &dyn ConformanceF
 
 /// The pending gauges: pending rows of any schedule count; the age is that of the oldest due
 /// pending row by the database clock, 0 when none is due.
-pub async fn out_62_pending_stats_count_and_age(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_62_pending_stats_count_and_age(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out62").await;
     let layout = TableLayout::default();
     assert_eq!(

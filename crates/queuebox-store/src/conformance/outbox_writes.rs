@@ -12,7 +12,7 @@ use super::outbox_claim::claim_of;
 use super::{
     ConformanceDatabase, ConformanceFactory, LONG_LEASE, NewOutboxRow, OutboxSnapshot, migrated,
 };
-use crate::outbox::{Claim, OutboxStore, TerminalWrite};
+use crate::outbox::{Claim, ClaimToken, OutboxStore, TerminalWrite};
 
 /// Inserts `n` keyless due rows and claims them all with `lease`.
 pub(crate) async fn claimed_rows(
@@ -31,7 +31,7 @@ pub(crate) async fn claimed_rows(
 pub(crate) fn stale(claim: Claim) -> Claim {
     Claim {
         id: claim.id,
-        token: Uuid::new_v4(),
+        token: ClaimToken(Uuid::new_v4()),
     }
 }
 
@@ -62,20 +62,20 @@ pub(crate) fn left_processing(
 
 /// OUT-40/41: a renewal extends the lease under the fence; a stale token or an expired lease
 /// renews nothing and is absent from the answer.
-pub async fn out_41_renew_extends_the_lease_and_stale_renews_nothing(
+pub(crate) async fn out_41_renew_extends_the_lease_and_stale_renews_nothing(
     factory: &dyn ConformanceFactory,
 ) {
     let (db, store) = migrated(factory, "out41renew").await;
     let layout = TableLayout::default();
     let claims = claimed_rows(&*db, &*store, 2, Duration::from_secs(5)).await;
-    let before = db.outbox_row(&layout, claims[0].id).await;
+    let before = db.outbox_row(&layout, claims[0].id.0).await;
 
     let renewed = store
         .renew(&[claims[0], stale(claims[1])], LONG_LEASE)
         .await
         .expect("renew");
     assert_eq!(renewed, vec![claims[0]]);
-    let after = db.outbox_row(&layout, claims[0].id).await;
+    let after = db.outbox_row(&layout, claims[0].id.0).await;
     let lease = after.lease_expires_at.expect("lease");
     assert!(lease >= before.read_at + 59_000_000, "lease not extended");
     assert!(lease <= after.read_at + 60_000_000);
@@ -85,7 +85,7 @@ pub async fn out_41_renew_extends_the_lease_and_stale_renews_nothing(
         ..after.clone()
     };
     assert_eq!(unchanged, before, "a renewal writes only the lease");
-    let untouched = db.outbox_row(&layout, claims[1].id).await;
+    let untouched = db.outbox_row(&layout, claims[1].id.0).await;
     assert!(untouched.lease_expires_at.expect("lease") < before.read_at + 6_000_000);
 
     let expired = claimed_rows(&*db, &*store, 1, Duration::ZERO).await;
@@ -107,17 +107,19 @@ pub async fn out_41_renew_extends_the_lease_and_stale_renews_nothing(
 }
 
 /// SCH-15 "Delivered": `sent`, token and lease NULL, `updated_at` now; nothing else changes.
-pub async fn out_31_finish_sent_writes_exactly_its_columns(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_31_finish_sent_writes_exactly_its_columns(
+    factory: &dyn ConformanceFactory,
+) {
     let (db, store) = migrated(factory, "out31sent").await;
     let layout = TableLayout::default();
     let claim = claimed_rows(&*db, &*store, 1, LONG_LEASE).await[0];
-    let before = db.outbox_row(&layout, claim.id).await;
+    let before = db.outbox_row(&layout, claim.id.0).await;
     let written = store
         .finish(&[TerminalWrite::Sent { claim }])
         .await
         .expect("finish");
     assert_eq!(written, vec![claim]);
-    let after = db.outbox_row(&layout, claim.id).await;
+    let after = db.outbox_row(&layout, claim.id.0).await;
     assert_eq!(after, left_processing(&before, &after, "sent"));
     assert!(
         after.claimed_at.is_some(),
@@ -128,11 +130,13 @@ pub async fn out_31_finish_sent_writes_exactly_its_columns(factory: &dyn Conform
 
 /// SCH-15 "Failed, attempts left": `pending`, the given attempt, `scheduled_at` = now +
 /// delay, `last_error`, plus the OUT-10 columns.
-pub async fn out_28_finish_retry_writes_exactly_its_columns(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_28_finish_retry_writes_exactly_its_columns(
+    factory: &dyn ConformanceFactory,
+) {
     let (db, store) = migrated(factory, "out28retry").await;
     let layout = TableLayout::default();
     let claim = claimed_rows(&*db, &*store, 1, LONG_LEASE).await[0];
-    let before = db.outbox_row(&layout, claim.id).await;
+    let before = db.outbox_row(&layout, claim.id.0).await;
     let retry = TerminalWrite::Retry {
         claim,
         attempt: 1,
@@ -140,7 +144,7 @@ pub async fn out_28_finish_retry_writes_exactly_its_columns(factory: &dyn Confor
         error: "HTTP 503".into(),
     };
     assert_eq!(store.finish(&[retry]).await.expect("finish"), vec![claim]);
-    let after = db.outbox_row(&layout, claim.id).await;
+    let after = db.outbox_row(&layout, claim.id.0).await;
     let delay_us = after.scheduled_at - after.updated_at;
     assert!(
         (1_499_000..=1_510_000).contains(&delay_us),
@@ -158,13 +162,15 @@ pub async fn out_28_finish_retry_writes_exactly_its_columns(factory: &dyn Confor
 
 /// SCH-15 "Failed, no attempts left" and "Dead without a delivery": `dead`, the given attempt,
 /// `last_error` (cut to 2000 characters), `scheduled_at` unchanged.
-pub async fn out_28_finish_dead_writes_exactly_its_columns(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_28_finish_dead_writes_exactly_its_columns(
+    factory: &dyn ConformanceFactory,
+) {
     let (db, store) = migrated(factory, "out28dead").await;
     let layout = TableLayout::default();
     let claims = claimed_rows(&*db, &*store, 2, LONG_LEASE).await;
     let before: Vec<OutboxSnapshot> = vec![
-        db.outbox_row(&layout, claims[0].id).await,
-        db.outbox_row(&layout, claims[1].id).await,
+        db.outbox_row(&layout, claims[0].id.0).await,
+        db.outbox_row(&layout, claims[1].id.0).await,
     ];
     let long = "é".repeat(2_500);
     let writes = [
@@ -181,14 +187,14 @@ pub async fn out_28_finish_dead_writes_exactly_its_columns(factory: &dyn Conform
     ];
     let written = store.finish(&writes).await.expect("finish");
     assert_eq!(as_set(&written), as_set(&claims));
-    let after = db.outbox_row(&layout, claims[0].id).await;
+    let after = db.outbox_row(&layout, claims[0].id.0).await;
     let expected = OutboxSnapshot {
         attempt: 5,
         last_error: Some("HTTP 500".into()),
         ..left_processing(&before[0], &after, "dead")
     };
     assert_eq!(after, expected);
-    let cut = db.outbox_row(&layout, claims[1].id).await;
+    let cut = db.outbox_row(&layout, claims[1].id.0).await;
     let expected = OutboxSnapshot {
         attempt: 0,
         last_error: Some(long.chars().take(2_000).collect()),
@@ -200,7 +206,7 @@ pub async fn out_28_finish_dead_writes_exactly_its_columns(factory: &dyn Conform
 
 /// OUT-41/44: one call writes a mixed batch; a stale token and an expired lease write nothing
 /// and are absent from the answer.
-pub async fn out_41_finish_mixed_batch_and_lost_claims(factory: &dyn ConformanceFactory) {
+pub(crate) async fn out_41_finish_mixed_batch_and_lost_claims(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out41fin").await;
     let layout = TableLayout::default();
     let live = claimed_rows(&*db, &*store, 4, LONG_LEASE).await;
@@ -227,8 +233,8 @@ pub async fn out_41_finish_mixed_batch_and_lost_claims(factory: &dyn Conformance
             error: "late".into(),
         },
     ];
-    let stale_before = db.outbox_row(&layout, live[3].id).await;
-    let expired_before = db.outbox_row(&layout, expired.id).await;
+    let stale_before = db.outbox_row(&layout, live[3].id.0).await;
+    let expired_before = db.outbox_row(&layout, expired.id.0).await;
     let written = store.finish(&writes).await.expect("finish");
     assert_eq!(as_set(&written), as_set(&live[..3]));
     for (id, state) in [
@@ -236,9 +242,9 @@ pub async fn out_41_finish_mixed_batch_and_lost_claims(factory: &dyn Conformance
         (live[1].id, "pending"),
         (live[2].id, "dead"),
     ] {
-        assert_eq!(db.outbox_row(&layout, id).await.state, state);
+        assert_eq!(db.outbox_row(&layout, id.0).await.state, state);
     }
-    let stale_after = db.outbox_row(&layout, live[3].id).await;
+    let stale_after = db.outbox_row(&layout, live[3].id.0).await;
     assert_eq!(
         OutboxSnapshot {
             read_at: stale_before.read_at,
@@ -247,7 +253,7 @@ pub async fn out_41_finish_mixed_batch_and_lost_claims(factory: &dyn Conformance
         stale_before,
         "a stale token wrote"
     );
-    let expired_after = db.outbox_row(&layout, expired.id).await;
+    let expired_after = db.outbox_row(&layout, expired.id.0).await;
     assert_eq!(
         OutboxSnapshot {
             read_at: expired_before.read_at,

@@ -12,7 +12,9 @@ use super::{ConformanceFactory, LONG_LEASE, inbox_migrated};
 use crate::relay::ForwardedRow;
 
 /// RLY-2: only push rows, only pending and due ones, only of the listed sources.
-pub async fn rly_2_claim_takes_due_push_rows_of_listed_sources(factory: &dyn ConformanceFactory) {
+pub(crate) async fn rly_2_claim_takes_due_push_rows_of_listed_sources(
+    factory: &dyn ConformanceFactory,
+) {
     let (db, store) = inbox_migrated(factory, "rly2").await;
     let layout = TableLayout::default();
     let a = published_ago(message("s1", "a"), 3_000);
@@ -63,7 +65,7 @@ pub async fn rly_2_claim_takes_due_push_rows_of_listed_sources(factory: &dyn Con
 /// RLY-3, INB-46: one row per aggregate per claim, the first by `scheduled_at` (not by insert
 /// order); an aggregate with a push row in processing, of any source and whatever its lease,
 /// is skipped; a pull row in processing does not make its aggregate busy for the relay.
-pub async fn rly_3_one_row_per_aggregate_and_busy_aggregates_skipped(
+pub(crate) async fn rly_3_one_row_per_aggregate_and_busy_aggregates_skipped(
     factory: &dyn ConformanceFactory,
 ) {
     let (db, store) = inbox_migrated(factory, "rly3").await;
@@ -135,7 +137,9 @@ pub async fn rly_3_one_row_per_aggregate_and_busy_aggregates_skipped(
 }
 
 /// RLY-3: rows with no aggregate are each their own group: several go in one claim.
-pub async fn rly_3_null_aggregates_are_each_their_own_group(factory: &dyn ConformanceFactory) {
+pub(crate) async fn rly_3_null_aggregates_are_each_their_own_group(
+    factory: &dyn ConformanceFactory,
+) {
     let (_db, store) = inbox_migrated(factory, "rly3null").await;
     let rows = [
         published_ago(message("s", "a"), 4_000),
@@ -157,7 +161,7 @@ pub async fn rly_3_null_aggregates_are_each_their_own_group(factory: &dyn Confor
 
 /// RLY-4: at most `limit` rows, in (`scheduled_at`, `created_at`, `id`) order; a limit of 0
 /// claims nothing.
-pub async fn rly_4_limit_and_order(factory: &dyn ConformanceFactory) {
+pub(crate) async fn rly_4_limit_and_order(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "rly4").await;
     let a = published_ago(message("s", "a"), 1_000);
     let b = published_ago(message("s", "b"), 3_000);
@@ -190,7 +194,7 @@ pub async fn rly_4_limit_and_order(factory: &dyn ConformanceFactory) {
 
 /// RLY-5: the claim writes `processing`, a new token per row, `claimed_at` and the lease from
 /// the database clock, nothing else, and returns the row's columns.
-pub async fn rly_5_claim_writes_token_times_and_lease(factory: &dyn ConformanceFactory) {
+pub(crate) async fn rly_5_claim_writes_token_times_and_lease(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "rly5").await;
     let layout = TableLayout::default();
     let mut full = published_ago(of(message("orders", "k-1"), "order-7"), 2_000);
@@ -227,7 +231,7 @@ pub async fn rly_5_claim_writes_token_times_and_lease(factory: &dyn ConformanceF
 
     let after = db.inbox_row(&layout, full.id).await;
     assert_eq!(after.state, "processing");
-    assert_eq!(after.claim_token, Some(row.claim.token));
+    assert_eq!(after.claim_token, Some(row.claim.token.0));
     let claimed_at = after.claimed_at.expect("claimed_at");
     assert!(before.read_at <= claimed_at && claimed_at <= after.read_at);
     let lease_us = after.lease_expires_at.expect("lease") - claimed_at;
@@ -247,7 +251,7 @@ pub async fn rly_5_claim_writes_token_times_and_lease(factory: &dyn ConformanceF
 
 /// INB-3, RLY-8: the relay never claims or reclaims a pull row, even an expired one; the
 /// reclaim returns expired push rows only.
-pub async fn inb_3_relay_never_touches_pull_rows(factory: &dyn ConformanceFactory) {
+pub(crate) async fn inb_3_relay_never_touches_pull_rows(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "inb3").await;
     let layout = TableLayout::default();
     let due = pulled(message("s", "due"));

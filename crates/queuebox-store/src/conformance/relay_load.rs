@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::inbox_support::{json, message, of, relay_ids, sources, store_all};
 use super::{ConformanceFactory, LONG_LEASE, inbox_migrated, join_all};
 use crate::intake::InsertOutcome;
+use crate::outbox::RowId;
 use crate::relay::ForwardedRow;
 use crate::retention::RetentionRule;
 use crate::store::Store;
@@ -60,18 +61,18 @@ async fn relay(store: &dyn Store, ledger: &Mutex<Ledger>, total: usize) {
             assert!(l.claims < MAX_CLAIMS, "the relays stopped making progress");
             for row in &rows {
                 assert!(
-                    l.seen.insert(row.claim.id),
+                    l.seen.insert(row.claim.id.0),
                     "{} claimed twice",
                     row.claim.id
                 );
                 let aggregate = row.aggregate_id.clone().expect("every row has one");
-                if let Some(other) = l.in_flight.insert(aggregate.clone(), row.claim.id) {
+                if let Some(other) = l.in_flight.insert(aggregate.clone(), row.claim.id.0) {
                     panic!(
                         "{} of aggregate {aggregate} claimed while {other} was held",
                         row.claim.id
                     );
                 }
-                l.order.entry(aggregate).or_default().push(row.claim.id);
+                l.order.entry(aggregate).or_default().push(row.claim.id.0);
             }
         }
         for row in rows {
@@ -90,7 +91,7 @@ async fn relay(store: &dyn Store, ledger: &Mutex<Ledger>, total: usize) {
 /// RLY-3/6: 8 concurrent relay claims on two stores drain 100 rows of 10 aggregates; no row is
 /// claimed twice, an aggregate never has two rows out, each aggregate leaves in
 /// (`scheduled_at`, `created_at`, `id`) order, and each forward made one outbox row.
-pub async fn rly_3_concurrent_relay_claims_never_share_a_row_or_an_aggregate(
+pub(crate) async fn rly_3_concurrent_relay_claims_never_share_a_row_or_an_aggregate(
     factory: &dyn ConformanceFactory,
 ) {
     const ROWS: usize = 100;
@@ -134,7 +135,7 @@ pub async fn rly_3_concurrent_relay_claims_never_share_a_row_or_an_aggregate(
 
 /// SCH-38: with renamed tables and columns (created by hand, SCH-39), insert, claim, release,
 /// forward, the gauge and the inbox retention use the mapped names.
-pub async fn sch_38_inbox_statements_use_mapped_names(factory: &dyn ConformanceFactory) {
+pub(crate) async fn sch_38_inbox_statements_use_mapped_names(factory: &dyn ConformanceFactory) {
     let db = factory.fresh("sch38inbox").await;
     let id = |s: &str| SqlIdentifier::parse(s).expect("identifier");
     let mut layout = TableLayout {
@@ -176,12 +177,12 @@ pub async fn sch_38_inbox_statements_use_mapped_names(factory: &dyn ConformanceF
     assert_eq!(relay_ids(&claimed), expected);
     let b_claim = claimed
         .iter()
-        .find(|r| r.claim.id == b.id)
+        .find(|r| r.claim.id == RowId(b.id))
         .expect("b")
         .claim;
     let a_claim = claimed
         .iter()
-        .find(|r| r.claim.id == a.id)
+        .find(|r| r.claim.id == RowId(a.id))
         .expect("a")
         .claim;
     assert_eq!(

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::inbox_support::{delayed, json, message, of, published_ago, pulled, sources};
 use super::{ConformanceFactory, InboxSnapshot, LONG_LEASE, inbox_migrated};
-use crate::outbox::Claim;
+use crate::outbox::{Claim, ClaimToken};
 use crate::relay::{ForwardedRow, RelayRow};
 use crate::store::Store;
 
@@ -35,7 +35,7 @@ pub(crate) async fn relay_claimed(store: &dyn Store, n: usize, lease: Duration) 
 fn stale(claim: Claim) -> Claim {
     Claim {
         id: claim.id,
-        token: Uuid::new_v4(),
+        token: ClaimToken(Uuid::new_v4()),
     }
 }
 
@@ -66,13 +66,13 @@ fn same_but(before: &InboxSnapshot, after: &InboxSnapshot) -> InboxSnapshot {
 
 /// RLY-9/10/13, SCH-21/40: a forward inserts exactly the RLY-10 outbox row and marks the inbox
 /// row `processed` with `processed_at`, token and lease cleared, in one transaction.
-pub async fn rly_10_forward_inserts_the_outbox_row_and_marks_processed(
+pub(crate) async fn rly_10_forward_inserts_the_outbox_row_and_marks_processed(
     factory: &dyn ConformanceFactory,
 ) {
     let (db, store) = inbox_migrated(factory, "rly10").await;
     let layout = TableLayout::default();
     let claimed = relay_claimed(&*store, 2, LONG_LEASE).await;
-    let before = db.inbox_row(&layout, claimed[0].claim.id).await;
+    let before = db.inbox_row(&layout, claimed[0].claim.id.0).await;
     let out = forwarded(Some("a0"));
     assert!(
         store
@@ -80,7 +80,7 @@ pub async fn rly_10_forward_inserts_the_outbox_row_and_marks_processed(
             .await
             .expect("forward")
     );
-    let after = db.inbox_row(&layout, claimed[0].claim.id).await;
+    let after = db.inbox_row(&layout, claimed[0].claim.id.0).await;
     let row = db.outbox_row(&layout, out.id).await;
 
     assert_eq!(row.topic, "orders.created");
@@ -127,11 +127,11 @@ pub async fn rly_10_forward_inserts_the_outbox_row_and_marks_processed(
 
 /// RLY-9 step 2, RLY-13: a forward whose fence fails (a stale token, an expired lease, a row
 /// already forwarded) rolls the outbox insert back and answers `false`.
-pub async fn rly_13_forward_with_a_lost_claim_rolls_back(factory: &dyn ConformanceFactory) {
+pub(crate) async fn rly_13_forward_with_a_lost_claim_rolls_back(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "rly13").await;
     let layout = TableLayout::default();
     let live = relay_claimed(&*store, 1, LONG_LEASE).await[0].claim;
-    let before = db.inbox_row(&layout, live.id).await;
+    let before = db.inbox_row(&layout, live.id.0).await;
     assert!(
         !store
             .relay_forward(stale(live), &forwarded(None))
@@ -142,7 +142,7 @@ pub async fn rly_13_forward_with_a_lost_claim_rolls_back(factory: &dyn Conforman
         db.outbox_ids(&layout).await.is_empty(),
         "the outbox insert was kept"
     );
-    let after = db.inbox_row(&layout, live.id).await;
+    let after = db.inbox_row(&layout, live.id.0).await;
     assert_eq!(same_but(&before, &after), before);
     assert_eq!(after.state, "processing");
 
@@ -178,15 +178,15 @@ pub async fn rly_13_forward_with_a_lost_claim_rolls_back(factory: &dyn Conforman
 
 /// RLY-9 step 1, SCH-21: dead under the fence writes `dead`, `last_error` (at most 2000
 /// characters) and clears token and lease; a stale token writes nothing.
-pub async fn rly_9_dead_writes_the_error_under_the_fence(factory: &dyn ConformanceFactory) {
+pub(crate) async fn rly_9_dead_writes_the_error_under_the_fence(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "rly9dead").await;
     let layout = TableLayout::default();
     let claims = relay_claimed(&*store, 2, LONG_LEASE).await;
     let (a, b) = (claims[0].claim, claims[1].claim);
-    let before = db.inbox_row(&layout, a.id).await;
+    let before = db.inbox_row(&layout, a.id.0).await;
     let long = "é".repeat(2_500);
     assert!(store.relay_dead(a, &long).await.expect("dead"));
-    let after = db.inbox_row(&layout, a.id).await;
+    let after = db.inbox_row(&layout, a.id.0).await;
     assert_eq!(after.state, "dead");
     assert_eq!(
         after.last_error.as_deref(),
@@ -207,14 +207,14 @@ pub async fn rly_9_dead_writes_the_error_under_the_fence(factory: &dyn Conforman
         !store.relay_dead(a, "again").await.expect("dead"),
         "a dead row has no claim"
     );
-    assert_eq!(db.inbox_row(&layout, b.id).await.state, "processing");
+    assert_eq!(db.inbox_row(&layout, b.id.0).await.state, "processing");
     db.cleanup().await;
 }
 
 /// RLY-12/15: release returns the row to `pending` under the fence, clears token and lease,
 /// keeps `attempt` and `scheduled_at`; with an error it writes `last_error`, without it keeps
 /// the old one. Stale claims are absent from the answer.
-pub async fn rly_12_release_with_and_without_error(factory: &dyn ConformanceFactory) {
+pub(crate) async fn rly_12_release_with_and_without_error(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "rly12").await;
     let layout = TableLayout::default();
     let claims: Vec<_> = relay_claimed(&*store, 2, LONG_LEASE)
@@ -222,13 +222,13 @@ pub async fn rly_12_release_with_and_without_error(factory: &dyn ConformanceFact
         .iter()
         .map(|r| r.claim)
         .collect();
-    let before = db.inbox_row(&layout, claims[0].id).await;
+    let before = db.inbox_row(&layout, claims[0].id.0).await;
     let released = store
         .relay_release(&[claims[0], stale(claims[1])], Some("broker down"))
         .await
         .expect("release");
     assert_eq!(released, vec![claims[0]]);
-    let after = db.inbox_row(&layout, claims[0].id).await;
+    let after = db.inbox_row(&layout, claims[0].id.0).await;
     assert_eq!(after.state, "pending");
     assert_eq!(after.last_error.as_deref(), Some("broker down"));
     assert_eq!((after.claim_token, after.lease_expires_at), (None, None));
@@ -251,13 +251,13 @@ pub async fn rly_12_release_with_and_without_error(factory: &dyn ConformanceFact
     let mut expected = vec![again[0].claim, claims[1]];
     expected.sort_by_key(|c| c.id);
     assert_eq!(quiet, expected);
-    let kept = db.inbox_row(&layout, claims[0].id).await;
+    let kept = db.inbox_row(&layout, claims[0].id.0).await;
     assert_eq!(
         kept.last_error.as_deref(),
         Some("broker down"),
         "RLY-15 keeps the error"
     );
-    assert_eq!(db.inbox_row(&layout, claims[1].id).await.last_error, None);
+    assert_eq!(db.inbox_row(&layout, claims[1].id.0).await.last_error, None);
     assert!(
         store
             .relay_release(&[], None)
@@ -270,20 +270,20 @@ pub async fn rly_12_release_with_and_without_error(factory: &dyn ConformanceFact
 
 /// RLY-7: a renewal extends the lease under the fence; a stale token or an expired lease renews
 /// nothing.
-pub async fn rly_7_renew_extends_the_lease_and_stale_renews_nothing(
+pub(crate) async fn rly_7_renew_extends_the_lease_and_stale_renews_nothing(
     factory: &dyn ConformanceFactory,
 ) {
     let (db, store) = inbox_migrated(factory, "rly7").await;
     let layout = TableLayout::default();
     let claims = relay_claimed(&*store, 2, Duration::from_secs(5)).await;
     let (a, b) = (claims[0].claim, claims[1].claim);
-    let before = db.inbox_row(&layout, a.id).await;
+    let before = db.inbox_row(&layout, a.id.0).await;
     let renewed = store
         .relay_renew(&[a, stale(b)], LONG_LEASE)
         .await
         .expect("renew");
     assert_eq!(renewed, vec![a]);
-    let after = db.inbox_row(&layout, a.id).await;
+    let after = db.inbox_row(&layout, a.id.0).await;
     let lease = after.lease_expires_at.expect("lease");
     assert!(lease >= before.read_at + 59_000_000 && lease <= after.read_at + 60_000_000);
     let unchanged = InboxSnapshot {
@@ -318,7 +318,7 @@ pub async fn rly_7_renew_extends_the_lease_and_stale_renews_nothing(
 
 /// RLY-8: the reclaim returns expired push rows to `pending`, clears token and lease, keeps
 /// `attempt`, `scheduled_at` and `last_error`, and leaves live leases alone.
-pub async fn rly_8_reclaim_returns_only_expired_rows(factory: &dyn ConformanceFactory) {
+pub(crate) async fn rly_8_reclaim_returns_only_expired_rows(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "rly8").await;
     let layout = TableLayout::default();
     let live = relay_claimed(&*store, 1, LONG_LEASE).await[0].claim;
@@ -329,13 +329,13 @@ pub async fn rly_8_reclaim_returns_only_expired_rows(factory: &dyn ConformanceFa
         .await
         .expect("claim")[0]
         .claim;
-    let before = db.inbox_row(&layout, expired.id).await;
+    let before = db.inbox_row(&layout, expired.id.0).await;
     assert_eq!(store.relay_reclaim_expired().await.expect("reclaim"), 1);
-    let after = db.inbox_row(&layout, expired.id).await;
+    let after = db.inbox_row(&layout, expired.id.0).await;
     assert_eq!(after.state, "pending");
     assert_eq!((after.claim_token, after.lease_expires_at), (None, None));
     assert_eq!(same_but(&before, &after), before);
-    assert_eq!(db.inbox_row(&layout, live.id).await.state, "processing");
+    assert_eq!(db.inbox_row(&layout, live.id.0).await.state, "processing");
     assert_eq!(store.relay_reclaim_expired().await.expect("reclaim"), 0);
     assert!(
         !store
@@ -348,7 +348,7 @@ pub async fn rly_8_reclaim_returns_only_expired_rows(factory: &dyn ConformanceFa
 
 /// RLY-16: the age of the oldest due pending row (push or pull) by the database clock; 0 with
 /// none, and rows not yet due or no longer pending do not count.
-pub async fn rly_16_oldest_pending_age(factory: &dyn ConformanceFactory) {
+pub(crate) async fn rly_16_oldest_pending_age(factory: &dyn ConformanceFactory) {
     let (db, store) = inbox_migrated(factory, "rly16").await;
     assert_eq!(age(&*store).await, 0.0);
     let future = delayed(message("s", "future"), 3_600_000);

@@ -83,7 +83,9 @@ fn sorted(mut ids: Vec<Uuid>) -> Vec<Uuid> {
 
 /// RET-2..4, RET-6: the outbox age rule deletes `sent` and `dead` rows whose `updated_at` is
 /// older than the age, oldest first, at most `batch` per call; never `pending`/`processing`.
-pub async fn ret_4_outbox_age_deletes_only_old_sent_and_dead(factory: &dyn ConformanceFactory) {
+pub(crate) async fn ret_4_outbox_age_deletes_only_old_sent_and_dead(
+    factory: &dyn ConformanceFactory,
+) {
     let (db, store) = inbox_migrated(factory, "ret4out").await;
     let layout = TableLayout::default();
     let ids = outbox_rows(
@@ -114,7 +116,9 @@ pub async fn ret_4_outbox_age_deletes_only_old_sent_and_dead(factory: &dyn Confo
 
 /// RET-5, RET-6: the count rule keeps the newest `n` `sent` rows and, separately, the newest
 /// `n` `dead` rows, deleting the rest oldest first, at most `batch` per call.
-pub async fn ret_5_outbox_count_keeps_the_newest_per_state(factory: &dyn ConformanceFactory) {
+pub(crate) async fn ret_5_outbox_count_keeps_the_newest_per_state(
+    factory: &dyn ConformanceFactory,
+) {
     let (db, store) = inbox_migrated(factory, "ret5").await;
     let layout = TableLayout::default();
     let ids = outbox_rows(
@@ -164,7 +168,9 @@ async fn forward(store: &dyn Store, claimed: &[crate::relay::RelayRow], id: Uuid
 /// RET-2..4, RET-6: the inbox age rule deletes `processed` and `dead` rows whose `created_at`
 /// is older than the age, oldest first, at most `batch` per call; never a pending or
 /// processing row, push or pull.
-pub async fn ret_4_inbox_age_deletes_only_old_processed_and_dead(factory: &dyn ConformanceFactory) {
+pub(crate) async fn ret_4_inbox_age_deletes_only_old_processed_and_dead(
+    factory: &dyn ConformanceFactory,
+) {
     let (db, store) = inbox_migrated(factory, "ret4in").await;
     let layout = TableLayout::default();
     let processed = of(message("s", "processed"), "a");
@@ -210,7 +216,9 @@ pub async fn ret_4_inbox_age_deletes_only_old_processed_and_dead(factory: &dyn C
 
 /// INB-52, RET-11: while the row exists a repeat is a duplicate; once retention deleted it, a
 /// repeat of its pair is stored as a new row.
-pub async fn inb_52_repeat_after_retention_is_stored_as_new(factory: &dyn ConformanceFactory) {
+pub(crate) async fn inb_52_repeat_after_retention_is_stored_as_new(
+    factory: &dyn ConformanceFactory,
+) {
     let (db, store) = inbox_migrated(factory, "inb52").await;
     let layout = TableLayout::default();
     let first = message("s", "k");

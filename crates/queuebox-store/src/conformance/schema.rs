@@ -17,7 +17,7 @@ fn problems_of(result: Result<(), StoreError>) -> Vec<SchemaProblem> {
 
 /// SCH-48/49/59: the first run applies every version, a second run applies nothing, and the
 /// guard passes after both.
-pub async fn sch_49_second_migrate_applies_nothing(factory: &dyn ConformanceFactory) {
+pub(crate) async fn sch_49_second_migrate_applies_nothing(factory: &dyn ConformanceFactory) {
     let db = factory.fresh("sch49").await;
     let store = db.store(TableLayout::default()).await;
     let first = store
@@ -47,7 +47,9 @@ pub async fn sch_49_second_migrate_applies_nothing(factory: &dyn ConformanceFact
 }
 
 /// SCH-60/61: an empty namespace has neither table, and the history records neither.
-pub async fn sch_61_guard_reports_missing_tables_without_history(factory: &dyn ConformanceFactory) {
+pub(crate) async fn sch_61_guard_reports_missing_tables_without_history(
+    factory: &dyn ConformanceFactory,
+) {
     let db = factory.fresh("sch61empty").await;
     let store = db.store(TableLayout::default()).await;
     let problems = problems_of(store.check_schema(false).await);
@@ -68,7 +70,7 @@ pub async fn sch_61_guard_reports_missing_tables_without_history(factory: &dyn C
 }
 
 /// SCH-60/61: a dropped column is reported with its table, its column and a statement.
-pub async fn sch_61_guard_reports_dropped_column(factory: &dyn ConformanceFactory) {
+pub(crate) async fn sch_61_guard_reports_dropped_column(factory: &dyn ConformanceFactory) {
     let db = factory.fresh("sch61col").await;
     let store = db.store(TableLayout::default()).await;
     store
@@ -98,7 +100,9 @@ pub async fn sch_61_guard_reports_dropped_column(factory: &dyn ConformanceFactor
 }
 
 /// SCH-55: renamed names are refused, and nothing is created.
-pub async fn sch_55_renamed_names_refused_and_nothing_created(factory: &dyn ConformanceFactory) {
+pub(crate) async fn sch_55_renamed_names_refused_and_nothing_created(
+    factory: &dyn ConformanceFactory,
+) {
     let db = factory.fresh("sch55").await;
     let layout = TableLayout {
         outbox_table: SqlIdentifier::parse("events_out").expect("valid identifier"),
@@ -118,7 +122,7 @@ pub async fn sch_55_renamed_names_refused_and_nothing_created(factory: &dyn Conf
 }
 
 /// SCH-56: `--baseline` with neither table changes nothing; a plain migrate then works.
-pub async fn sch_56_baseline_without_tables_refused(factory: &dyn ConformanceFactory) {
+pub(crate) async fn sch_56_baseline_without_tables_refused(factory: &dyn ConformanceFactory) {
     let db = factory.fresh("sch56none").await;
     let store = db.store(TableLayout::default()).await;
     let request = MigrateRequest {
@@ -142,7 +146,7 @@ pub async fn sch_56_baseline_without_tables_refused(factory: &dyn ConformanceFac
 }
 
 /// SCH-56: `--baseline` on a database with a history is refused with its version.
-pub async fn sch_56_baseline_with_history_refused(factory: &dyn ConformanceFactory) {
+pub(crate) async fn sch_56_baseline_with_history_refused(factory: &dyn ConformanceFactory) {
     let db = factory.fresh("sch56hist").await;
     let store = db.store(TableLayout::default()).await;
     store
@@ -162,7 +166,7 @@ pub async fn sch_56_baseline_with_history_refused(factory: &dyn ConformanceFacto
 }
 
 /// SCH-56: a baseline past the highest bundled version is refused before any database work.
-pub async fn sch_56_baseline_out_of_range_refused(factory: &dyn ConformanceFactory) {
+pub(crate) async fn sch_56_baseline_out_of_range_refused(factory: &dyn ConformanceFactory) {
     let db = factory.fresh("sch56range").await;
     let store = db.store(TableLayout::default()).await;
     for bad in [0, HIGHEST_VERSION + 1] {
