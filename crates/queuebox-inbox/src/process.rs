@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 use uuid::Uuid;
 
 use crate::claim::Claimed;
@@ -95,12 +95,12 @@ pub(crate) async fn process<H: Handler>(
     inner: Arc<Inner>,
     row: Claimed,
     state: Arc<RowState>,
-    renewal: JoinHandle<()>,
+    renewal: AbortOnDropHandle<()>,
     handler: Arc<H>,
     _permit: OwnedSemaphorePermit,
 ) {
-    // Stops renewal even if the handler panics and this task unwinds.
-    let _stop_renewal = state.renew_stop.clone().drop_guard();
+    // If the handler panics or this task is aborted (the run future was dropped), `renewal` is
+    // dropped with it, which aborts the renewal task: no lease outlives its processing.
     let message = &row.message;
     let stop_renewal = || async {
         state.renew_stop.cancel();

@@ -9,6 +9,7 @@ use std::sync::atomic::AtomicBool;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::claim::{Claimed, claim};
 use crate::db::{ConnectionSource, HandlerTx};
@@ -118,10 +119,17 @@ impl Worker {
 
     /// Runs the loop until [`Worker::stop`]; returns once every handler has returned and every
     /// renewal has stopped.
+    ///
+    /// Dropping the returned future (e.g. the losing branch of a `select!`) ends every task it
+    /// started: running handlers are cancelled and their transactions rolled back, renewals
+    /// stop, and the claimed rows come back after their lease with `attempt` unchanged, as after
+    /// a crash (PULL-52). Prefer [`Worker::stop`], which lets running handlers finish.
     pub async fn run<H: Handler>(&self, handler: H) {
         let inner = &self.inner;
         let handler = Arc::new(handler);
-        let timer = tokio::spawn(grace_timer(inner.clone()));
+        // Every task below is owned by this future (an abort-on-drop handle or a JoinSet), never
+        // detached, so dropping the future cannot leave a task renewing leases behind.
+        let _grace_timer = AbortOnDropHandle::new(tokio::spawn(grace_timer(inner.clone())));
         while !inner.stop.is_cancelled() {
             match claim(inner).await {
                 Err(e) => {
@@ -138,7 +146,6 @@ impl Worker {
                 Ok(rows) => run_batch(inner, rows, &handler).await,
             }
         }
-        timer.abort();
     }
 
     /// Waits `poll_interval`; a stop request ends the wait at once (PULL-37).
@@ -171,13 +178,13 @@ async fn run_batch<H: Handler>(inner: &Arc<Inner>, rows: Vec<Claimed>, handler: 
                 cancel: inner.grace.child_token(),
                 renew_stop: CancellationToken::new(),
             });
-            let renewal = tokio::spawn(renew_loop(
+            let renewal = AbortOnDropHandle::new(tokio::spawn(renew_loop(
                 inner.clone(),
                 row.message.id,
                 row.token,
                 row.message.clone(),
                 state.clone(),
-            ));
+            )));
             (row, state, renewal)
         })
         .collect();
