@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::AbortOnDropHandle;
 use uuid::Uuid;
 
 use crate::claim::Claimed;
@@ -17,6 +16,7 @@ use crate::message::InboxMessage;
 use crate::options::clamp_ms;
 use crate::redacted;
 use crate::retry::FailureAction;
+use crate::task::OwnedTask;
 use crate::worker::{Handler, Inner};
 
 /// The text PULL-47 writes for a payload that is not JSON.
@@ -95,7 +95,7 @@ pub(crate) async fn process<H: Handler>(
     inner: Arc<Inner>,
     row: Claimed,
     state: Arc<RowState>,
-    renewal: AbortOnDropHandle<()>,
+    renewal: OwnedTask<()>,
     handler: Arc<H>,
     _permit: OwnedSemaphorePermit,
 ) {

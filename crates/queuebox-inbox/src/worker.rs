@@ -9,7 +9,6 @@ use std::sync::atomic::AtomicBool;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::AbortOnDropHandle;
 
 use crate::claim::{Claimed, claim};
 use crate::db::{ConnectionSource, HandlerTx};
@@ -17,6 +16,7 @@ use crate::message::InboxMessage;
 use crate::options::{OptionsError, WorkerOptions};
 use crate::process::{RowState, process, renew_loop};
 use crate::sql::Statements;
+use crate::task::OwnedTask;
 
 /// What a handler returns: success, or the error that the retry policy judges.
 pub type HandlerResult = Result<(), Box<dyn Error + Send + Sync>>;
@@ -127,9 +127,9 @@ impl Worker {
     pub async fn run<H: Handler>(&self, handler: H) {
         let inner = &self.inner;
         let handler = Arc::new(handler);
-        // Every task below is owned by this future (an abort-on-drop handle or a JoinSet), never
+        // Every task below is owned by this future (an `OwnedTask` or a `JoinSet`), never
         // detached, so dropping the future cannot leave a task renewing leases behind.
-        let _grace_timer = AbortOnDropHandle::new(tokio::spawn(grace_timer(inner.clone())));
+        let _grace_timer = OwnedTask::spawn(grace_timer(inner.clone()));
         while !inner.stop.is_cancelled() {
             match claim(inner).await {
                 Err(e) => {
@@ -178,13 +178,13 @@ async fn run_batch<H: Handler>(inner: &Arc<Inner>, rows: Vec<Claimed>, handler: 
                 cancel: inner.grace.child_token(),
                 renew_stop: CancellationToken::new(),
             });
-            let renewal = AbortOnDropHandle::new(tokio::spawn(renew_loop(
+            let renewal = OwnedTask::spawn(renew_loop(
                 inner.clone(),
                 row.message.id,
                 row.token,
                 row.message.clone(),
                 state.clone(),
-            )));
+            ));
             (row, state, renewal)
         })
         .collect();

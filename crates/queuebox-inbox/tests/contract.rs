@@ -1087,11 +1087,11 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 fn pull_c31_redaction_corpus_and_the_input_bound() {
     let c = corpus();
     assert_eq!(c.version, 1);
-    assert_eq!(c.input_bound, queuebox_core::redact::INPUT_BOUND);
-    assert_eq!(c.max_length, queuebox_core::redact::MAX_LENGTH);
+    assert_eq!(c.input_bound, queuebox_inbox::redact::INPUT_BOUND);
+    assert_eq!(c.max_length, queuebox_inbox::redact::MAX_LENGTH);
     assert_eq!(
         c.truncation_marker,
-        queuebox_core::redact::TRUNCATION_MARKER
+        queuebox_inbox::redact::TRUNCATION_MARKER
     );
     for case in &c.cases {
         // Through the client's own error path: an error whose Display is the input.
@@ -1107,7 +1107,7 @@ fn pull_c31_redaction_corpus_and_the_input_bound() {
     let err: BoxError = big.into();
     assert_eq!(
         queuebox_inbox::redacted(&*err),
-        queuebox_core::redact::redact(&head)
+        queuebox_inbox::redact::redact(&head)
     );
 }
 
