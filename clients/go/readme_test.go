@@ -40,6 +40,13 @@ func TestPullC14_TheReadmeExampleRuns(t *testing.T) {
 	if example != string(source) {
 		t.Fatal("the README example differs from example/main.go")
 	}
+	docs, err := os.ReadFile(filepath.Join("..", "..", "docs", "pull.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(docs), "```go\n"+example+"```") {
+		t.Error("docs/pull.md (§10) does not show example/main.go verbatim")
+	}
 	if testing.Short() {
 		t.Skip("-short: not installing the module")
 	}

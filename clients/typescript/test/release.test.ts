@@ -32,8 +32,10 @@ const PUBLIC_API = [
   'retryAfter',
 ];
 
-test('README example is examples/basic.ts verbatim', () => {
+test('README example is examples/basic.ts verbatim, and so is docs/pull.md §10', () => {
   assert.equal(block('ts'), example);
+  const docs = readFileSync(join(pkgDir, '..', '..', 'docs', 'pull.md'), 'utf8');
+  assert.ok(docs.includes('```ts\n' + example + '```'), 'docs/pull.md shows examples/basic.ts verbatim');
 });
 
 test('PULL-C14 The README example runs', { timeout: 240000 }, () =>

@@ -482,6 +482,10 @@ async fn pull_c14_the_readme_example_runs() {
         readme.contains(example),
         "README.md shows examples/readme.rs verbatim"
     );
+    assert!(
+        include_str!("../../../docs/pull.md").contains(example),
+        "docs/pull.md (§10) shows examples/readme.rs verbatim"
+    );
     let db = Db::new().await;
     let mut row = NewRow::new("order-1");
     row.source = "orders".into();
