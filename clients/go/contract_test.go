@@ -816,8 +816,34 @@ func TestPullC37_StopIsIdempotent(t *testing.T) {
 	}
 }
 
+// TestPullC38_AnInvalidJSONPayloadIsDeadLettered also proves PULL-47. The case is SQL Server's,
+// whose payload is text; QueueBox's PostgreSQL column is jsonb, which cannot hold such a row, so
+// the test turns the column into text to drive the same worker path on PostgreSQL.
 func TestPullC38_AnInvalidJSONPayloadIsDeadLettered(t *testing.T) {
-	t.Skip("not applicable on postgresql: jsonb rejects invalid JSON (PULL-76); SQL Server only")
+	t.Parallel()
+	f := newFixture(t, Schema{})
+	id := f.insert(row{})
+	for _, q := range []string{
+		`ALTER TABLE "{inbox}" ALTER COLUMN "{payload}" TYPE text`,
+		`UPDATE "{inbox}" SET "{payload}" = '<raw text: not json'`,
+	} {
+		if _, err := f.db.Exec(f.q(q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var calls int32
+	s := startWorker(t, f.db, Options{}, func(ctx context.Context, m Message, tx Tx) error {
+		atomic.AddInt32(&calls, 1)
+		return nil
+	})
+	f.waitState(id, "dead", 10*time.Second)
+	s.stop(t)
+	if st := f.get(id); st.lastError.String != "The payload is not valid JSON." || st.attempt != 1 {
+		t.Errorf("state %+v", st)
+	}
+	if n := atomic.LoadInt32(&calls); n != 0 {
+		t.Errorf("the handler was called %d times", n)
+	}
 }
 
 func TestPullC39_SQLiteALongHandlerStillCompletes(t *testing.T) {
