@@ -121,7 +121,7 @@ impl Worker {
     /// renewal has stopped.
     ///
     /// Dropping the returned future (e.g. the losing branch of a `select!`) ends every task it
-    /// started: running handlers are cancelled and their transactions rolled back, renewals
+    /// started: running handlers are dropped mid-way and their transactions roll back, renewals
     /// stop, and the claimed rows come back after their lease with `attempt` unchanged, as after
     /// a crash (PULL-52). Prefer [`Worker::stop`], which lets running handlers finish.
     pub async fn run<H: Handler>(&self, handler: H) {
