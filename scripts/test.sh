@@ -80,6 +80,9 @@ run_client_suite() { # name, script
 }
 run_client_suite go clients/go/test.sh
 run_client_suite typescript clients/typescript/test.sh
+# The Rust client as a user gets it: cargo package, and the README's git dependency in a fresh
+# application running the README example.
+run_client_suite rustclient crates/queuebox-inbox/release-test.sh
 
 if [ -n "${QUEUEBOX_TEST_SQLSERVER_URL:-}" ]; then
     echo "test.sh: QUEUEBOX_TEST_SQLSERVER_URL is set, but no SQL Server store exists yet" >&2

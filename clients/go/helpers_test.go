@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v4/stdlib"
+	_ "github.com/lib/pq" // registers the "postgres" database/sql driver
 )
 
 // pgURL is the test server (PULL-75), overridable by QUEUEBOX_TEST_PG_URL.
@@ -70,7 +70,7 @@ func newFixture(t *testing.T, s Schema) *fixture {
 	for _, n := range s.names() {
 		f.names[n[0]] = n[1]
 	}
-	admin, err := sql.Open("pgx", pgURL())
+	admin, err := sql.Open("postgres", pgURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func newFixture(t *testing.T, s Schema) *fixture {
 	q := u.Query()
 	q.Set("search_path", f.schema)
 	u.RawQuery = q.Encode()
-	db, err := sql.Open("pgx", u.String())
+	db, err := sql.Open("postgres", u.String())
 	if err != nil {
 		t.Fatal(err)
 	}

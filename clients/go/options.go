@@ -1,7 +1,6 @@
 package inbox
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -133,17 +132,18 @@ type config struct {
 }
 
 // validate applies defaults and reports the first failing rule of PULL-56 with its exact
-// message. It never opens a connection.
+// message (an error for which errors.Is(err, ErrInvalidOptions) holds). It never opens a
+// connection.
 func (o Options) validate() (*config, error) {
 	c := &config{source: o.Source}
 	if strings.TrimSpace(o.Source) == "" || utf8.RuneCountInString(o.Source) > 255 {
-		return nil, errors.New("The source is mandatory.")
+		return nil, invalidOption("The source is mandatory.")
 	}
 	switch {
 	case o.BatchSize == 0:
 		c.batchSize = DefaultBatchSize
 	case o.BatchSize < 1 || o.BatchSize > 500:
-		return nil, errors.New("The batch size must be between 1 and 500.")
+		return nil, invalidOption("The batch size must be between 1 and 500.")
 	default:
 		c.batchSize = o.BatchSize
 	}
@@ -151,7 +151,7 @@ func (o Options) validate() (*config, error) {
 	case o.Lease == 0:
 		c.lease = DefaultLease
 	case o.Lease < 3*time.Millisecond || o.Lease > maxLeaseMs*time.Millisecond:
-		return nil, errors.New("The lease must be between 3 ms and 2147483647 ms.")
+		return nil, invalidOption("The lease must be between 3 ms and 2147483647 ms.")
 	default:
 		c.lease = o.Lease
 	}
@@ -160,7 +160,7 @@ func (o Options) validate() (*config, error) {
 	case o.MaxConcurrency == 0:
 		c.maxConcurrency = DefaultMaxConcurrency
 	case o.MaxConcurrency < 1:
-		return nil, errors.New("The maximum concurrency must be at least 1.")
+		return nil, invalidOption("The maximum concurrency must be at least 1.")
 	default:
 		c.maxConcurrency = o.MaxConcurrency
 	}
@@ -171,7 +171,7 @@ func (o Options) validate() (*config, error) {
 	case o.PollInterval == 0:
 		c.pollInterval = DefaultPollInterval
 	case o.PollInterval < 0:
-		return nil, errors.New("The poll interval must be greater than 0.")
+		return nil, invalidOption("The poll interval must be greater than 0.")
 	default:
 		c.pollInterval = o.PollInterval
 	}
@@ -179,7 +179,7 @@ func (o Options) validate() (*config, error) {
 	case o.ShutdownGrace == 0:
 		c.shutdownGrace = DefaultShutdownGrace
 	case o.ShutdownGrace < 0:
-		return nil, errors.New("The shutdown grace must not be negative.")
+		return nil, invalidOption("The shutdown grace must not be negative.")
 	default:
 		c.shutdownGrace = o.ShutdownGrace
 	}
@@ -189,16 +189,16 @@ func (o Options) validate() (*config, error) {
 	case PostgreSQL, SQLServer, MySQL, SQLite:
 		c.dialect = o.Dialect
 	default:
-		return nil, fmt.Errorf("The dialect %s is unknown. Use postgresql, sqlserver, mysql or sqlite.", o.Dialect)
+		return nil, invalidOption(fmt.Sprintf("The dialect %s is unknown. Use postgresql, sqlserver, mysql or sqlite.", o.Dialect))
 	}
 	c.names = o.Schema.names()
 	for _, n := range c.names {
 		if !identRe.MatchString(n[1]) {
-			return nil, fmt.Errorf("The schema name %s is not a plain SQL identifier.", n[1])
+			return nil, invalidOption(fmt.Sprintf("The schema name %s is not a plain SQL identifier.", n[1]))
 		}
 	}
 	if c.dialect != PostgreSQL {
-		return nil, fmt.Errorf("The dialect %s is not supported by this version of the Go client; only postgresql is.", c.dialect)
+		return nil, unsupportedDialect(c.dialect)
 	}
 	c.policy = o.RetryPolicy
 	if c.policy == nil {

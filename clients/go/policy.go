@@ -1,7 +1,7 @@
 package inbox
 
 import (
-	"errors"
+	"fmt"
 	"math"
 	"math/rand"
 	"sync"
@@ -75,17 +75,18 @@ func DefaultRetryPolicy() *ExponentialPolicy {
 	return p
 }
 
-// NewExponentialPolicy builds the policy of PULL-61 with its parameters validated (PULL-60).
+// NewExponentialPolicy builds the policy of PULL-61 with its parameters validated (PULL-60); an
+// invalid parameter gives an error wrapping ErrInvalidRetryPolicy.
 func NewExponentialPolicy(maxAttempts int, baseDelay, maxDelay time.Duration, jitter float64) (*ExponentialPolicy, error) {
 	switch {
 	case maxAttempts < 1:
-		return nil, errors.New("The maximum attempts must be at least 1.")
+		return nil, fmt.Errorf("%w: the maximum attempts must be at least 1", ErrInvalidRetryPolicy)
 	case baseDelay < 0:
-		return nil, errors.New("The base delay must not be negative.")
+		return nil, fmt.Errorf("%w: the base delay must not be negative", ErrInvalidRetryPolicy)
 	case maxDelay < baseDelay:
-		return nil, errors.New("The maximum delay must be at least the base delay.")
+		return nil, fmt.Errorf("%w: the maximum delay must be at least the base delay", ErrInvalidRetryPolicy)
 	case math.IsNaN(jitter) || jitter < 0 || jitter > 1:
-		return nil, errors.New("The jitter must be between 0 and 1.")
+		return nil, fmt.Errorf("%w: the jitter must be between 0 and 1", ErrInvalidRetryPolicy)
 	}
 	return &ExponentialPolicy{
 		maxAttempts: maxAttempts, baseDelay: baseDelay, maxDelay: maxDelay, jitter: jitter,

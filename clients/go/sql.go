@@ -24,9 +24,13 @@ var canonicalParams = map[string][]string{
 
 var placeholderRe = regexp.MustCompile(`\{[a-z_]+\}`)
 
+func unsupportedDialect(d Dialect) error {
+	return fmt.Errorf("%w: %s (only postgresql)", ErrUnsupportedDialect, d)
+}
+
 func renderStatements(d Dialect, names [][2]string) (*statements, error) {
 	if d != PostgreSQL {
-		return nil, fmt.Errorf("The dialect %s is not supported by this version of the Go client; only postgresql is.", d)
+		return nil, unsupportedDialect(d)
 	}
 	var s statements
 	for _, st := range []struct {

@@ -1,6 +1,8 @@
 package inbox
 
 import (
+	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -68,6 +70,9 @@ func TestPullC28_OptionsAreValidated(t *testing.T) {
 		if err == nil || err.Error() != c.want {
 			t.Errorf("got %v, want %q", err, c.want)
 		}
+		if !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("errors.Is(%v, ErrInvalidOptions) is false", err)
+		}
 	}
 	// Zero values mean the defaults (PULL-57); max concurrency is capped by the batch size.
 	w, err := NewWorker(panicSource{}, ok, func(ctxT, Message, Tx) error { return nil })
@@ -86,6 +91,69 @@ func TestPullC28_OptionsAreValidated(t *testing.T) {
 	if candLimit(1) != 50 || candLimit(20) != 60 || candLimit(500) != 500 {
 		t.Error("cand_limit")
 	}
+}
+
+// TestErrorsAreSentinels: every error of NewWorker, Run and NewExponentialPolicy matches its
+// sentinel with errors.Is, and the texts not fixed by the specification follow Go's convention
+// (lower case, no final punctuation).
+func TestErrorsAreSentinels(t *testing.T) {
+	h := func(ctxT, Message, Tx) error { return nil }
+	check := func(what string, err, sentinel error) {
+		t.Helper()
+		if !errors.Is(err, sentinel) {
+			t.Errorf("%s: errors.Is(%v, %v) is false", what, err, sentinel)
+			return
+		}
+		if text := err.Error(); text != strings.ToLower(text[:1])+text[1:] || strings.HasSuffix(text, ".") {
+			t.Errorf("%s: %q is not lower case without a final period", what, text)
+		}
+	}
+	_, err := NewWorker(nil, Options{Source: "s"}, h)
+	check("nil source", err, ErrNoConnSource)
+	_, err = NewWorker(panicSource{}, Options{Source: "s"}, nil)
+	check("nil handler", err, ErrNoHandler)
+	_, err = NewWorker(panicSource{}, Options{Source: "s", Dialect: SQLServer}, h)
+	check("sqlserver", err, ErrUnsupportedDialect)
+	for _, bad := range []struct {
+		n      int
+		b, m   time.Duration
+		jitter float64
+	}{{0, 0, 0, 0}, {1, -1, 0, 0}, {1, 2 * time.Second, time.Second, 0}, {1, 0, 0, 1.1}} {
+		_, err := NewExponentialPolicy(bad.n, bad.b, bad.m, bad.jitter)
+		check(fmt.Sprintf("policy %+v", bad), err, ErrInvalidRetryPolicy)
+	}
+	// A second Run while one is active.
+	release := make(chan struct{})
+	blocked := &blockingSource{release: release, asked: make(chan struct{}, 1)}
+	w, err := NewWorker(blocked, Options{Source: "s"}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }()
+	<-blocked.asked // the first Run is claiming
+	check("second Run", w.Run(context.Background()), ErrAlreadyRunning)
+	w.Stop()
+	close(release)
+	if err := <-done; err != nil {
+		t.Errorf("the first Run returned %v", err)
+	}
+}
+
+// blockingSource refuses every connection, but only once release is closed: until then the
+// first claim waits, so its Run is known to be active.
+type blockingSource struct {
+	release chan struct{}
+	asked   chan struct{}
+}
+
+func (b *blockingSource) Conn(ctx context.Context) (*sql.Conn, error) {
+	select {
+	case b.asked <- struct{}{}:
+	default:
+	}
+	<-b.release
+	return nil, errors.New("no connection (test)")
 }
 
 func TestPullC29_RenderedSQLEqualsTheCanonicalText(t *testing.T) {

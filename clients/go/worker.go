@@ -61,25 +61,20 @@ type Worker struct {
 	running  bool
 	stopCh   chan struct{} // closed by the stop request of the current run
 	stopOnce *sync.Once
-
-	// instrumentation (read by tests)
-	held              int64 // messages held by the worker now
-	maxHeld           int64 // high-water mark of held
-	inBatch           int32 // 1 while a batch is in flight
-	claimsDuringBatch int32
 }
 
-// NewWorker validates the options (before any connection is opened) and builds a worker.
+// NewWorker validates the options (before any connection is opened) and builds a worker. Its
+// errors wrap ErrInvalidOptions, ErrUnsupportedDialect, ErrNoConnSource or ErrNoHandler.
 func NewWorker(db ConnSource, opts Options, handler Handler) (*Worker, error) {
 	cfg, err := opts.validate()
 	if err != nil {
 		return nil, err
 	}
 	if db == nil {
-		return nil, errors.New("The connection source is mandatory.")
+		return nil, ErrNoConnSource
 	}
 	if handler == nil {
-		return nil, errors.New("The handler is mandatory.")
+		return nil, ErrNoHandler
 	}
 	st, err := renderStatements(cfg.dialect, cfg.names)
 	if err != nil {
@@ -101,12 +96,13 @@ func (w *Worker) Stop() {
 }
 
 // Run claims and handles messages until ctx is done or Stop is called, then shuts down
-// gracefully and returns nil. It returns an error only when the worker is already running.
+// gracefully and returns nil. It returns an error (ErrAlreadyRunning) only when the worker is
+// already running.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	if w.running {
 		w.mu.Unlock()
-		return errors.New("The worker is already running.")
+		return ErrAlreadyRunning
 	}
 	w.running = true
 	stopCh := make(chan struct{})
@@ -250,9 +246,6 @@ func candLimit(batch int) int {
 // claim runs the claim alone in its own short READ COMMITTED transaction and commits before any
 // handler starts (PULL-21). A stop request does not interrupt a claim in flight.
 func (w *Worker) claim(base context.Context) ([]*claimed, error) {
-	if atomic.LoadInt32(&w.inBatch) == 1 {
-		atomic.AddInt32(&w.claimsDuringBatch, 1)
-	}
 	ctx, cancel := context.WithTimeout(base, claimTimeout)
 	defer cancel()
 	conn, err := w.db.Conn(withPurpose(ctx, PurposeClaim))
@@ -331,23 +324,10 @@ func nullable(s sql.NullString) *string {
 	return &v
 }
 
-func (w *Worker) hold(n int64) {
-	v := atomic.AddInt64(&w.held, n)
-	for {
-		m := atomic.LoadInt64(&w.maxHeld)
-		if v <= m || atomic.CompareAndSwapInt64(&w.maxHeld, m, v) {
-			return
-		}
-	}
-}
-
 // runBatch handles a claimed batch with min(maxConcurrency, batchSize, len) slots in claim order
 // and returns when every message has an outcome (PULL-36, PULL-38).
 func (r *run) runBatch(rows []*claimed) {
 	w := r.w
-	atomic.StoreInt32(&w.inBatch, 1)
-	defer atomic.StoreInt32(&w.inBatch, 0)
-	w.hold(int64(len(rows)))
 	// Renewal starts for every row as soon as the claim commits (PULL-39).
 	for _, c := range rows {
 		c.ctx, c.cancel = context.WithCancel(r.graceCtx)
@@ -376,7 +356,6 @@ func (r *run) runBatch(rows []*claimed) {
 			r.stopRenewal(c)
 			c.cancel()
 			w.log(LevelInfo, "The shutdown abandoned the message, so it spends no attempt.", c, nil, nil)
-			w.hold(-1)
 			continue
 		}
 		if atomic.LoadInt32(&c.lost) == 1 {
@@ -384,14 +363,12 @@ func (r *run) runBatch(rows []*claimed) {
 			<-sem
 			r.stopRenewal(c)
 			c.cancel()
-			w.hold(-1)
 			continue
 		}
 		wg.Add(1)
 		go func(c *claimed) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			defer w.hold(-1)
 			defer c.cancel()
 			r.process(c)
 		}(c)
@@ -460,6 +437,10 @@ func (r *run) renewLoop(c *claimed) {
 
 var errNoRowCount = errors.New("the driver reported no affected-row count")
 
+// errPayloadNotJSON is the failure of PULL-47. Its text is what the specification requires in
+// last_error, so it keeps the specification's capital letter and full stop; it is never returned.
+var errPayloadNotJSON = errors.New("The payload is not valid JSON.")
+
 // exec runs one statement in autocommit mode on its own connection and returns the affected
 // rows.
 func (w *Worker) exec(base context.Context, p Purpose, timeout time.Duration, query string, args ...any) (int64, error) {
@@ -504,7 +485,7 @@ func (r *run) process(c *claimed) {
 		// PULL-47: skip the handler and dead-letter.
 		_ = tx.Rollback()
 		r.stopRenewal(c)
-		r.fail(c, DeadLetter(), errors.New("The payload is not valid JSON."))
+		r.fail(c, DeadLetter(), errPayloadNotJSON)
 		return
 	}
 

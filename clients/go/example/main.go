@@ -10,11 +10,11 @@ import (
 	"syscall"
 
 	inbox "github.com/alternayte/queuebox/clients/go"
-	_ "github.com/jackc/pgx/v4/stdlib" // registers the "pgx" database/sql driver
+	_ "github.com/lib/pq" // registers the "postgres" database/sql driver
 )
 
 func main() {
-	db, err := sql.Open("pgx", os.Getenv("DATABASE_URL"))
+	db, err := sql.Open("postgres", os.Getenv("DATABASE_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}

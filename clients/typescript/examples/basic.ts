@@ -9,8 +9,10 @@ const worker = createWorker(fromPg(pool), { source: 'orders' }, async (message, 
   await tx.query('INSERT INTO app_rows (message_id, note) VALUES ($1, $2)', [message.id, message.eventType ?? '']);
 });
 
-process.once('SIGINT', () => void worker.stop());
-process.once('SIGTERM', () => void worker.stop());
+// Ctrl-C or SIGTERM stops the worker gracefully: running handlers get the shutdown grace.
+const shutdown = new AbortController();
+process.once('SIGINT', () => shutdown.abort());
+process.once('SIGTERM', () => shutdown.abort());
 
-await worker.run();
+await worker.run({ signal: shutdown.signal });
 await pool.end();

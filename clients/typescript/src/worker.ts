@@ -16,6 +16,12 @@ import { renderPostgresql, type RenderedStatements } from './sql.js';
  */
 export type InboxHandler = (message: InboxMessage, tx: HandlerTransaction, signal: AbortSignal) => Promise<void> | void;
 
+/** What `run` accepts. */
+export interface RunOptions {
+  /** Aborting it is a stop request: the same as calling `stop()` (already aborted: run returns at once). */
+  signal?: AbortSignal;
+}
+
 /** Node timers cap at 2^31 - 1 ms. */
 const MAX_TIMER_MS = 2147483647;
 
@@ -87,9 +93,21 @@ export class InboxWorker {
     this.sql = renderPostgresql(this.o.names);
   }
 
-  /** Runs the loop until stop(); resolves (without error) once every handler has returned. */
-  run(): Promise<void> {
-    if (this.running === undefined) this.running = this.loop();
+  /**
+   * Runs the loop until stop() or until `signal` aborts; resolves (without error) once every
+   * handler has returned. A second call while running returns the same promise.
+   */
+  run(options: RunOptions = {}): Promise<void> {
+    const { signal } = options;
+    // Before the loop starts, so an aborted signal claims nothing.
+    if (signal?.aborted) void this.stop();
+    this.running ??= this.loop();
+    if (signal !== undefined && !signal.aborted) {
+      const onAbort = () => void this.stop();
+      signal.addEventListener('abort', onAbort, { once: true });
+      const forget = () => signal.removeEventListener('abort', onAbort);
+      this.running.then(forget, forget);
+    }
     return this.running;
   }
 

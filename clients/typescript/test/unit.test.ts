@@ -9,15 +9,12 @@ import {
   errorText,
   redact,
   retryAfter,
-  INPUT_BOUND,
-  MAX_LENGTH,
-  TRUNCATION_MARKER,
-  candLimit,
-  renewalIntervalMs,
   type ConnectionSource,
   type InboxMessage,
   type WorkerOptions,
 } from '../src/index.js';
+import { INPUT_BOUND, MAX_LENGTH, TRUNCATION_MARKER } from '../src/redact.js';
+import { candLimit, renewalIntervalMs } from '../src/worker.js';
 import { renderNames, renderPgParameters, renderPostgresql, PARAMETERS, type StatementName } from '../src/sql.js';
 import { CONTRACT_SQL } from '../src/generated/sql.js';
 import { contractFile, DEFAULT_NAMES, prefixedNames, PACKAGE_DIR } from './helpers.js';

@@ -12,8 +12,10 @@ mod options;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod process;
+pub mod redact;
 mod retry;
 pub mod sql;
+mod task;
 mod worker;
 
 use std::error::Error;
@@ -29,5 +31,5 @@ pub use worker::{BoxFuture, Handler, HandlerResult, Worker, handler_fn};
 
 /// The error text of PULL-63, redacted (PULL-65): what reaches `last_error` and log lines.
 pub fn redacted(error: &(dyn Error + Send + Sync + 'static)) -> String {
-    queuebox_core::redact::redacted_error_text(error)
+    redact::redacted_error_text(error)
 }

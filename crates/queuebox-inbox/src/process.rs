@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -17,6 +16,7 @@ use crate::message::InboxMessage;
 use crate::options::clamp_ms;
 use crate::redacted;
 use crate::retry::FailureAction;
+use crate::task::OwnedTask;
 use crate::worker::{Handler, Inner};
 
 /// The text PULL-47 writes for a payload that is not JSON.
@@ -95,12 +95,12 @@ pub(crate) async fn process<H: Handler>(
     inner: Arc<Inner>,
     row: Claimed,
     state: Arc<RowState>,
-    renewal: JoinHandle<()>,
+    renewal: OwnedTask<()>,
     handler: Arc<H>,
     _permit: OwnedSemaphorePermit,
 ) {
-    // Stops renewal even if the handler panics and this task unwinds.
-    let _stop_renewal = state.renew_stop.clone().drop_guard();
+    // If the handler panics or this task is aborted (the run future was dropped), `renewal` is
+    // dropped with it, which aborts the renewal task: no lease outlives its processing.
     let message = &row.message;
     let stop_renewal = || async {
         state.renew_stop.cancel();

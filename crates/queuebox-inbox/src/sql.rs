@@ -1,14 +1,18 @@
 //! The contract SQL (clients/contract/postgresql/*.sql), embedded so this client cannot drift,
 //! rendered once per worker: `{name}` placeholders become mapped identifiers, `:name`
 //! parameters become `$n` in the canonical order of clients/contract/README.md.
+//!
+//! The files are embedded from this crate's `contract/` folder, a copy of `clients/contract/`:
+//! `cargo package` cannot include files outside the crate, and a packaged crate must build on
+//! its own. `tests/copies.rs` fails when a copy differs from its original.
 
 use crate::options::{Dialect, OptionsError, Schema};
 
-const PG_CLAIM: &str = include_str!("../../../clients/contract/postgresql/claim.sql");
-const PG_RENEW: &str = include_str!("../../../clients/contract/postgresql/renew.sql");
-const PG_COMPLETE: &str = include_str!("../../../clients/contract/postgresql/complete.sql");
-const PG_RETRY: &str = include_str!("../../../clients/contract/postgresql/retry.sql");
-const PG_DEAD: &str = include_str!("../../../clients/contract/postgresql/dead.sql");
+const PG_CLAIM: &str = include_str!("../contract/postgresql/claim.sql");
+const PG_RENEW: &str = include_str!("../contract/postgresql/renew.sql");
+const PG_COMPLETE: &str = include_str!("../contract/postgresql/complete.sql");
+const PG_RETRY: &str = include_str!("../contract/postgresql/retry.sql");
+const PG_DEAD: &str = include_str!("../contract/postgresql/dead.sql");
 
 /// The five statements of PULL-11, ready for the driver.
 #[derive(Debug, Clone, PartialEq, Eq)]

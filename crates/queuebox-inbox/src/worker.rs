@@ -16,6 +16,7 @@ use crate::message::InboxMessage;
 use crate::options::{OptionsError, WorkerOptions};
 use crate::process::{RowState, process, renew_loop};
 use crate::sql::Statements;
+use crate::task::OwnedTask;
 
 /// What a handler returns: success, or the error that the retry policy judges.
 pub type HandlerResult = Result<(), Box<dyn Error + Send + Sync>>;
@@ -118,10 +119,17 @@ impl Worker {
 
     /// Runs the loop until [`Worker::stop`]; returns once every handler has returned and every
     /// renewal has stopped.
+    ///
+    /// Dropping the returned future (e.g. the losing branch of a `select!`) ends every task it
+    /// started: running handlers are dropped mid-way and their transactions roll back, renewals
+    /// stop, and the claimed rows come back after their lease with `attempt` unchanged, as after
+    /// a crash (PULL-52). Prefer [`Worker::stop`], which lets running handlers finish.
     pub async fn run<H: Handler>(&self, handler: H) {
         let inner = &self.inner;
         let handler = Arc::new(handler);
-        let timer = tokio::spawn(grace_timer(inner.clone()));
+        // Every task below is owned by this future (an `OwnedTask` or a `JoinSet`), never
+        // detached, so dropping the future cannot leave a task renewing leases behind.
+        let _grace_timer = OwnedTask::spawn(grace_timer(inner.clone()));
         while !inner.stop.is_cancelled() {
             match claim(inner).await {
                 Err(e) => {
@@ -138,7 +146,6 @@ impl Worker {
                 Ok(rows) => run_batch(inner, rows, &handler).await,
             }
         }
-        timer.abort();
     }
 
     /// Waits `poll_interval`; a stop request ends the wait at once (PULL-37).
@@ -171,7 +178,7 @@ async fn run_batch<H: Handler>(inner: &Arc<Inner>, rows: Vec<Claimed>, handler: 
                 cancel: inner.grace.child_token(),
                 renew_stop: CancellationToken::new(),
             });
-            let renewal = tokio::spawn(renew_loop(
+            let renewal = OwnedTask::spawn(renew_loop(
                 inner.clone(),
                 row.message.id,
                 row.token,

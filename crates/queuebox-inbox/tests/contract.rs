@@ -1,6 +1,7 @@
 //! The pull contract cases of pull.md §14 (clients/contract/cases.json) on PostgreSQL, one test
 //! per case id, named `pull_c<N>_…`. Cases that do not run on PostgreSQL (PULL-76) have a test
-//! that states so, so the coverage check stays exact.
+//! that is `#[ignore]`d with the reason, so the coverage check stays exact and nothing passes
+//! that did not run.
 
 mod support;
 
@@ -481,6 +482,10 @@ async fn pull_c14_the_readme_example_runs() {
         readme.contains(example),
         "README.md shows examples/readme.rs verbatim"
     );
+    assert!(
+        include_str!("../../../docs/pull.md").contains(example),
+        "docs/pull.md (§10) shows examples/readme.rs verbatim"
+    );
     let db = Db::new().await;
     let mut row = NewRow::new("order-1");
     row.source = "orders".into();
@@ -650,29 +655,24 @@ async fn pull_c18_one_message_per_aggregate_in_flight() {
     assert_eq!(peak.load(Ordering::SeqCst), 2);
 }
 
-/// PULL-C19; also proves PULL-18 (PostgreSQL: SKIP LOCKED, no claim lock) and PULL-76 (C19 does not
-/// run on PostgreSQL).
-#[tokio::test]
-async fn pull_c19_a_claim_lock_failure_is_transient_not_applicable_on_postgresql() {
-    // PULL-76: PostgreSQL takes no claim lock (SKIP LOCKED), so there is no lock to hold.
-    let st = queuebox_inbox::sql::Statements::render(
-        queuebox_inbox::Dialect::Postgresql,
-        &Schema::default(),
-    )
-    .unwrap();
-    assert!(st.claim.contains("SKIP LOCKED") && !st.claim.contains("LOCK TABLE"));
+/// PULL-C19; PULL-76: C19 runs on SQL Server, MySQL and SQLite only.
+#[test]
+#[ignore = "not applicable on postgresql: PostgreSQL takes no claim lock (SKIP LOCKED), so no lock can be held (PULL-76)"]
+fn pull_c19_a_claim_lock_failure_is_transient_not_applicable_on_postgresql() {
+    not_applicable_on_postgresql("PULL-C19");
 }
 
-/// PULL-C20; PULL-76: C20 does not run on PostgreSQL.
-#[tokio::test]
-async fn pull_c20_the_lock_timeout_beats_the_callers_deadline_not_applicable_on_postgresql() {
-    // PULL-76: SQL Server and MySQL only; PostgreSQL has no claim lock timeout to race.
-    let st = queuebox_inbox::sql::Statements::render(
-        queuebox_inbox::Dialect::Postgresql,
-        &Schema::default(),
-    )
-    .unwrap();
-    assert!(!st.claim.contains("GET_LOCK") && !st.claim.contains("sp_getapplock"));
+/// PULL-C20; PULL-76: C20 runs on SQL Server and MySQL only.
+#[test]
+#[ignore = "not applicable on postgresql: SQL Server and MySQL only; PostgreSQL has no claim lock timeout to race (PULL-76)"]
+fn pull_c20_the_lock_timeout_beats_the_callers_deadline_not_applicable_on_postgresql() {
+    not_applicable_on_postgresql("PULL-C20");
+}
+
+/// The body of a case that does not run on PostgreSQL: it is `#[ignore]`d with its reason, and
+/// running it anyway (`--include-ignored`) says so rather than passing.
+fn not_applicable_on_postgresql(case: &str) {
+    panic!("{case} does not run on PostgreSQL (PULL-76): see the #[ignore] reason");
 }
 
 /// PULL-C21; also proves PULL-16 (only pull rows of the worker's source are ready).
@@ -1087,11 +1087,11 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 fn pull_c31_redaction_corpus_and_the_input_bound() {
     let c = corpus();
     assert_eq!(c.version, 1);
-    assert_eq!(c.input_bound, queuebox_core::redact::INPUT_BOUND);
-    assert_eq!(c.max_length, queuebox_core::redact::MAX_LENGTH);
+    assert_eq!(c.input_bound, queuebox_inbox::redact::INPUT_BOUND);
+    assert_eq!(c.max_length, queuebox_inbox::redact::MAX_LENGTH);
     assert_eq!(
         c.truncation_marker,
-        queuebox_core::redact::TRUNCATION_MARKER
+        queuebox_inbox::redact::TRUNCATION_MARKER
     );
     for case in &c.cases {
         // Through the client's own error path: an error whose Display is the input.
@@ -1107,7 +1107,7 @@ fn pull_c31_redaction_corpus_and_the_input_bound() {
     let err: BoxError = big.into();
     assert_eq!(
         queuebox_inbox::redacted(&*err),
-        queuebox_core::redact::redact(&head)
+        queuebox_inbox::redact::redact(&head)
     );
 }
 
@@ -1322,18 +1322,48 @@ async fn pull_c37_stop_is_idempotent() {
     assert_eq!(db.row(id).await.state, "processed");
 }
 
-/// PULL-C38; PULL-76: C38 does not run on PostgreSQL (jsonb rejects invalid JSON).
-#[test]
-fn pull_c38_an_invalid_json_payload_is_dead_lettered_not_applicable_on_postgresql() {
-    // PULL-76: jsonb rejects invalid JSON, so no such row can exist on PostgreSQL. The decode
-    // path for text payloads (claim.rs) dead-letters with "The payload is not valid JSON.".
-    assert!(serde_json::from_str::<serde_json::Value>("<raw text: not json").is_err());
+/// PULL-C38; also proves PULL-47 (a payload that is not JSON skips the handler and is
+/// dead-lettered with `The payload is not valid JSON.`). The case is SQL Server's, whose payload is
+/// text; QueueBox's PostgreSQL column is `jsonb`, which cannot hold such a row, so this test turns
+/// the column into `text` to drive the same worker path on PostgreSQL.
+#[tokio::test]
+async fn pull_c38_an_invalid_json_payload_is_dead_lettered() {
+    let db = Db::new().await;
+    let id = db.insert(NewRow::new("a")).await;
+    let payload = &db.schema.payload;
+    let sql = format!(
+        "ALTER TABLE {t} ALTER COLUMN \"{payload}\" TYPE text;
+         UPDATE {t} SET \"{payload}\" = '<raw text: not json'",
+        t = db.t()
+    );
+    db.admin.batch_execute(&sql).await.unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c2 = calls.clone();
+    let h = handler_fn(move |_m, _tx, _| {
+        let calls = c2.clone();
+        Box::pin(async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+    });
+    let w = db.worker(opts());
+    let run = spawn_run(&w, h);
+    let snap = db.wait_state(id, "dead", 10 * SECOND).await;
+    stop_and_join(&w, run).await;
+    assert_eq!(snap.state, "dead");
+    assert_eq!(
+        snap.last_error.as_deref(),
+        Some("The payload is not valid JSON.")
+    );
+    assert_eq!(snap.attempt, 1, "Dead raises attempt (PULL-12)");
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the handler is not called");
 }
 
 /// PULL-C39; PULL-76: C39 runs on SQLite only.
 #[test]
+#[ignore = "not applicable on postgresql: SQLite only; PostgreSQL renews the lease, and PULL-C6 covers a long handler there (PULL-76)"]
 fn pull_c39_sqlite_a_long_handler_still_completes_not_applicable_on_postgresql() {
-    // PULL-76: SQLite only; PostgreSQL renews (PULL-C6 covers the long handler there).
+    not_applicable_on_postgresql("PULL-C39");
 }
 
 /// PULL-75: every contract case of cases.json has a test here.

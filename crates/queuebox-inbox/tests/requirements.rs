@@ -241,7 +241,7 @@ async fn pull_13_each_claim_has_a_fresh_v4_token_shared_by_its_rows_and_hidden()
     }
 }
 
-/// PULL-14 (and the candidate bound of PULL-17): every claim binds
+/// PULL-14 and PULL-58 (and the candidate bound of PULL-17): every claim binds
 /// `cand_limit = min(max(3 × batch, 50), 500)`, derived from the batch size (it is no option),
 /// with `batch` and `lease_ms` from the options.
 #[tokio::test]
@@ -907,13 +907,13 @@ fn manifest_file(path: &str) -> String {
         .unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// PULL-58 (with PULL-14, PULL-20, PULL-43): the derived values are not options. The public
-/// fields of `WorkerOptions` are exactly the options of PULL-56; the claim timeout is a 30 s
-/// constant and the renewal interval is computed from the lease.
+/// PULL-58: the derived values are not options. The public fields of `WorkerOptions` are
+/// exactly the options of PULL-56: this destructuring stops compiling when a field is added, so a
+/// derived value can never become an option unnoticed. Their behaviour is proved where they act:
+/// the claim timeout by `pull_20_…`, the renewal interval by `pull_43_…`, `cand_limit` by
+/// `pull_14_…`.
 #[test]
 fn pull_58_derived_values_are_not_options() {
-    // The options are exactly PULL-56's: this destructuring stops compiling when a field is
-    // added, so a derived value can never become an option unnoticed.
     let WorkerOptions {
         source: _,
         batch_size: _,
@@ -925,16 +925,76 @@ fn pull_58_derived_values_are_not_options() {
         schema: _,
         retry_policy: _,
     } = WorkerOptions::new("s");
+}
+
+/// PULL-20 and PULL-58: the claim call has a client-side timeout of 30 s, never less, and no
+/// option changes it. An outside session holds an EXCLUSIVE lock on the inbox table (reads pass,
+/// the claim's UPDATE waits), so the claim blocks; on the paused test clock (which advances
+/// whenever the runtime is idle) the claim fails after exactly 30 s, is logged as `The claim
+/// failed.`, and the row is untouched.
+#[tokio::test(start_paused = true)]
+async fn pull_20_a_claim_that_does_not_finish_within_30_s_fails() {
+    let logs = Captured::default();
+    let _guard = logs.install();
+    let db = Db::new().await;
+    let id = db.insert(NewRow::new("a")).await;
+    let (locker, connection) = tokio_postgres::connect(&support::pg_url(), tokio_postgres::NoTls)
+        .await
+        .expect("PostgreSQL reachable");
+    tokio::spawn(connection);
+    let lock = format!("BEGIN; LOCK TABLE {} IN EXCLUSIVE MODE", db.t());
+    locker.batch_execute(&lock).await.unwrap();
+    let w = db.worker(opts());
+    let started = tokio::time::Instant::now();
+    let run = spawn_run(&w, keys_in_order(Arc::default()));
+    while !logs.text().contains("The claim failed.") {
+        assert!(started.elapsed() < 120 * SECOND, "no claim failed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let waited = started.elapsed();
     assert!(
-        manifest_file("src/claim.rs")
-            .contains("const CLAIM_TIMEOUT: Duration = Duration::from_secs(30);")
+        (30 * SECOND..31 * SECOND).contains(&waited),
+        "the claim failed after {waited:?}"
     );
-    let process = manifest_file("src/process.rs");
-    assert!(process.contains("let every = Duration::from_millis((lease_ms / 3).max(1) as u64);"));
     assert!(
-        manifest_file("src/options.rs")
-            .contains("i64::from(batch).saturating_mul(3).clamp(50, 500)")
+        logs.text()
+            .contains("The claim did not finish within 30 s."),
+        "{}",
+        logs.text()
     );
+    let snap = db.row(id).await;
+    assert_eq!((snap.state.as_str(), snap.attempt), ("pending", 0));
+    // Release the lock before the schema is dropped; a claim that was given up may still land
+    // on the server afterwards (the row then returns after its lease), which is PULL-20's point.
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    // Back to the real clock: the claim in flight now waits for the server, not for a timer.
+    tokio::time::resume();
+    stop_and_join(&w, run).await;
+}
+
+/// PULL-43 and PULL-58: a held row is renewed every `max(1 ms, lease / 3)`, derived from the
+/// lease (not an option), on its own connection: with a 300 ms lease, a handler that runs 1 s
+/// sees about ten renewals (one per 100 ms).
+#[tokio::test]
+async fn pull_43_the_lease_is_renewed_every_third_of_the_lease() {
+    let db = Db::new().await;
+    let id = db.insert(NewRow::new("a")).await;
+    let probe = Probe::without_idle_check(&db);
+    let mut o = opts();
+    o.lease = Duration::from_millis(300);
+    let w = Worker::new(Shared(probe.clone()), o).unwrap();
+    let h = handler_fn(|_m, _tx, _| {
+        Box::pin(async {
+            tokio::time::sleep(SECOND).await;
+            Ok(())
+        })
+    });
+    let run = spawn_run(&w, h);
+    let snap = db.wait_state(id, "processed", 10 * SECOND).await;
+    stop_and_join(&w, run).await;
+    assert_eq!(snap.state, "processed");
+    let renewals = probe.renewals.load(Ordering::SeqCst);
+    assert!((7..=11).contains(&renewals), "{renewals} renewals in 1 s");
 }
 
 /// PULL-59: with the default `max_concurrency` of 1, a worker runs one message at a time, even

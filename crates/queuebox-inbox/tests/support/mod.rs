@@ -319,7 +319,7 @@ pub fn opts() -> WorkerOptions {
 }
 
 /// Wraps a source: counts claims and records their parameters (an empty list for a claim whose
-/// connection was refused) and sizes, counts transactions begun on claim connections, can fail
+/// connection was refused) and sizes, counts renewals, counts transactions begun on claim connections, can fail
 /// every claim, renewals until a deadline and the first handler connection, and (from `new`)
 /// checks that no row is processing when a claim starts.
 pub struct Probe {
@@ -328,6 +328,8 @@ pub struct Probe {
     pub claim_sizes: Mutex<Vec<usize>>,
     pub claim_params: Mutex<Vec<Vec<SqlValue>>>,
     pub claim_begins: AtomicUsize,
+    /// Renewal connections asked for (one per renewal tick of a held row).
+    pub renewals: AtomicUsize,
     pub fail_claims: AtomicBool,
     pub fail_renew_until: Mutex<Option<Instant>>,
     pub fail_next_handler: AtomicBool,
@@ -355,6 +357,7 @@ impl Probe {
             claim_sizes: Mutex::new(Vec::new()),
             claim_params: Mutex::new(Vec::new()),
             claim_begins: AtomicUsize::new(0),
+            renewals: AtomicUsize::new(0),
             fail_claims: AtomicBool::new(false),
             fail_renew_until: Mutex::new(None),
             fail_next_handler: AtomicBool::new(false),
@@ -391,6 +394,7 @@ impl ConnectionSource for Shared {
                 }
             }
             Purpose::Renew => {
+                p.renewals.fetch_add(1, Ordering::SeqCst);
                 if p.fail_renew_until
                     .lock()
                     .unwrap()
