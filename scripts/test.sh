@@ -24,6 +24,11 @@ if ! scripts/services.sh postgres; then
     echo "test.sh: a server the tests need could not be started" >&2
     failed=1
 fi
+# The standard clients of other languages that the interop tests drive (scripts/pyenv.sh).
+if ! scripts/pyenv.sh >/dev/null; then
+    echo "test.sh: the Python test clients could not be installed" >&2
+    failed=1
+fi
 
 if ! command -v cargo-nextest >/dev/null 2>&1; then
     cargo install --locked cargo-nextest || { echo "test.sh: cargo-nextest could not be installed" >&2; exit 1; }
