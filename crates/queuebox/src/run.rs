@@ -75,7 +75,7 @@ async fn start(config: Config) -> Result<Service, StartError> {
     wiring::check_admin(&config)?;
     let metrics = Metrics::new(env!("CARGO_PKG_VERSION"));
     let outbox = wiring::build_outbox(&config, &metrics)?;
-    let sources = wiring::build_sources(&config)?;
+    let mut sources = wiring::build_sources(&config)?;
     if config.http.block_private_addresses {
         check_private_addresses(&outbox.outbound_urls)
             .await
@@ -85,6 +85,18 @@ async fn start(config: Config) -> Result<Service, StartError> {
     // Step 11: the signal handlers exist before any background task starts.
     let signals =
         Signals::install().map_err(|err| StartError::new("install the signal handlers", err))?;
+
+    // INB-74: each broker source checks what it can before any task starts. A broker it cannot
+    // reach is no error (the source keeps trying while it runs); a missing queue or stream the
+    // broker reports stops the start with its remedy, before anything was started.
+    for source in &mut sources.brokers {
+        source.prepare().await.map_err(|err| {
+            StartError::new(
+                format!("start the consumer of source {}", err.source_name),
+                err.reason,
+            )
+        })?;
+    }
 
     // Step 12, in the order of OPS-23; the shutdown stops them in the order of OPS-26.
     let (mut tasks, ended) = Tasks::new();
