@@ -71,7 +71,7 @@ pub(crate) fn pg_config(
         .keepalives_interval(KEEPALIVE_INTERVAL)
         .keepalives_retries(KEEPALIVE_RETRIES);
     match &target.options {
-        Some(options) => config.options(&format!("{SESSION_OPTIONS} {options}")),
+        Some(options) => config.options(format!("{SESSION_OPTIONS} {options}")),
         None => config.options(SESSION_OPTIONS),
     };
     config

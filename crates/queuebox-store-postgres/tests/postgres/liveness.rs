@@ -144,9 +144,13 @@ async fn queuebox_sets_lock_idle_and_keepalive_settings_on_its_sessions() {
 
     let mut t = crate::support::target(&db.schema);
     t.options = Some(format!("-c search_path={} -c lock_timeout=250", db.schema));
-    let own = PgStore::connect(&crate::support::config_for(t, TableLayout::default(), 10_000))
-        .await
-        .expect("connect");
+    let own = PgStore::connect(&crate::support::config_for(
+        t,
+        TableLayout::default(),
+        10_000,
+    ))
+    .await
+    .expect("connect");
     let client = own.pool().get().await.expect("a pooled connection");
     let row = client.query_one("SHOW lock_timeout", &[]).await.unwrap();
     assert_eq!(row.get::<_, String>(0), "250ms", "the url's options win");
