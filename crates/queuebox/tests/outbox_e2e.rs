@@ -568,3 +568,87 @@ routes:
     assert_eq!(service.stop(), Some(0));
     schema.drop().await;
 }
+
+/// Issue 17 defect 4 (SEC-5): a receiver that echoes a destination's static header value in its
+/// error body, as written, inside JSON, percent-encoded or in Base64, gets none of them into
+/// `last_error` or any log line.
+#[tokio::test(flavor = "multi_thread")]
+async fn sec_5_static_header_values_echoed_by_a_receiver_are_redacted_everywhere() {
+    use base64::Engine as _;
+    let schema = TestSchema::create("e2e_static_secret").await;
+    const VALUE: &str = "S3cr3t/Static+Value=42 x";
+    let forms = |value: &str| {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(value);
+        let pct = percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC)
+            .to_string();
+        let json = serde_json::to_string(value).unwrap();
+        vec![
+            value.to_owned(),
+            b64,
+            pct,
+            json[1..json.len() - 1].to_owned(),
+        ]
+    };
+    let receiver = Receiver::start(move |request, _| {
+        // The receiver echoes whatever it got, so the test shows what would leak.
+        let got = request
+            .header("x-static-secret")
+            .unwrap_or("none")
+            .to_owned();
+        let f = forms(&got);
+        let body = serde_json::json!({
+            "error": format!("key {} refused", f[0]),
+            "b64": f[1],
+            "pct": f[2],
+        });
+        Reply::status(500).body(&format!("{body} raw={}", f[0]))
+    })
+    .await;
+    let destination =
+        format!("    headers:\n      X-Static-Secret: \"{VALUE}\"\n    timeoutMs: 2000");
+    let config = config(
+        &schema,
+        &receiver.url(),
+        "  retryBaseDelayMs: 10\n  retryMaxDelayMs: 20",
+        &destination,
+    );
+    let mut service = Service::start("static_secret", &config);
+    insert(
+        &schema,
+        "INSERT INTO outbox (topic, payload, max_attempts) VALUES ('t', '{}', 2)",
+    )
+    .await;
+    wait_until(Duration::from_secs(10), "the row dead", async || {
+        count_state(&schema, "dead").await == 1
+    })
+    .await;
+    assert_eq!(
+        receiver.requests()[0].header("x-static-secret"),
+        Some(VALUE),
+        "the header is sent as configured"
+    );
+    let error: String = rows(&schema, "SELECT last_error FROM outbox").await[0].get(0);
+    assert!(error.starts_with("HTTP 500"), "{error}");
+    assert!(error.contains("[REDACTED]"), "{error}");
+    for form in forms(VALUE) {
+        assert!(!error.contains(&form), "last_error leaks {form:?}: {error}");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    service.drain_log();
+    let log: Vec<String> = service.log.iter().map(|l| l.to_string()).collect();
+    assert_eq!(service.stop(), Some(0));
+    assert!(
+        log.iter().any(|l| l.contains("HTTP 500")),
+        "the failure is logged: {log:#?}"
+    );
+    for line in &log {
+        for form in forms(VALUE) {
+            let escaped = serde_json::to_string(&form).unwrap();
+            assert!(
+                !line.contains(&escaped[1..escaped.len() - 1]),
+                "a log line leaks {form:?}: {line}"
+            );
+        }
+    }
+    schema.drop().await;
+}
