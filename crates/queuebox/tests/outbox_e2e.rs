@@ -357,7 +357,7 @@ async fn dst_25_redirect_429_and_timeout_each_fail_the_attempt() {
     let schema = TestSchema::create("e2e_fail").await;
     let receiver = Receiver::start(|request, _| match request.path.as_str() {
         "/redirect" => Reply::status(302).header("Location", "/target"),
-        "/limited" => Reply::status(429).header("Retry-After", "2"),
+        "/limited" => Reply::status(429).header("Retry-After", "120"),
         "/slow" => Reply::status(200).after(Duration::from_secs(3)),
         _ => Reply::status(200),
     })
@@ -370,7 +370,7 @@ server:
 outbox:
   pollIntervalMs: 50
   retryBaseDelayMs: 60000
-  retryMaxDelayMs: 60000
+  retryMaxDelayMs: 300000
 destinations:
   redirect:
     type: http
@@ -440,8 +440,8 @@ routes:
     let (_, _, error, delay) = outcome("limited").await;
     assert_eq!(error, "HTTP 429: Too Many Requests");
     assert!(
-        (1.9..=2.2).contains(&delay),
-        "Retry-After 2 replaces the 60 s backoff: {delay}"
+        (119.9..=120.2).contains(&delay),
+        "Retry-After 120 lengthens the 60 to 75 s backoff: {delay}"
     );
     let (_, _, error, _) = outcome("slow").await;
     assert_eq!(error, "Request timeout after 500ms");
