@@ -572,7 +572,7 @@ impl ConformanceDatabase for TestDb {
     }
 }
 
-// The whole suite: one #[tokio::test] per case, named after it. Three cases hold a second
+// The whole suite: one #[tokio::test] per case, named after it. Five cases hold a second
 // writer's transaction open while QueueBox writes; SQLite has one writer for the whole file,
 // so that state cannot exist there: the second write waits for the first to commit. They are
 // ignored with that reason, never passed.
@@ -583,4 +583,8 @@ queuebox_store::conformance_tests!(SqliteFactory, not_applicable $ {
         "SQLite has one writer: a claim cannot run while an application transaction holds an uncommitted insert, so a lower sequence can never commit after a higher one",
     ret_8_two_concurrent_retention_runs_are_safe =>
         "SQLite has one writer: a retention DELETE waits for a session that holds an uncommitted change instead of skipping its row (no row locks, no SKIP LOCKED)",
+    rly_3_a_held_head_row_holds_back_its_aggregate =>
+        "SQLite has one writer: a session that holds a row holds the whole file, so no relay claim can run beside it; with no row locks a held row can never be skipped, so the row behind it can never go first",
+    rly_8_reclaim_never_waits_for_a_row_another_session_holds =>
+        "SQLite has one writer: a session that holds a row holds the whole file, so the reclaim waits for it (up to the busy timeout) instead of skipping one row",
 });
