@@ -4,4 +4,5 @@
 
 mod conformance;
 mod conformance_hooks;
+mod errors;
 mod support;

@@ -102,6 +102,10 @@ impl TestDb {
             .expect("connect to the test database")
     }
 
+    pub async fn store(&self) -> MysqlStore {
+        self.store_with(TableLayout::default()).await
+    }
+
     pub async fn conn(&self) -> Conn {
         self.admin.get_conn().await.expect("an admin connection")
     }
