@@ -115,10 +115,14 @@ impl Connection for SqliteConnection {
             params.iter().map(to_value).collect::<Vec<_>>(),
         );
         self.with(move |c| {
-            let n = c
-                .prepare(&sql)?
-                .execute(rusqlite::params_from_iter(values))?;
-            Ok(n as u64)
+            let mut stmt = c.prepare(&sql)?;
+            // Stepped to the end, so a statement that returns rows (a PRAGMA, `RETURNING`) runs
+            // here too; the count is the rows it changed (0 for a read).
+            let readonly = stmt.readonly();
+            let mut rows = stmt.query(rusqlite::params_from_iter(values))?;
+            while rows.next()?.is_some() {}
+            drop(rows);
+            Ok(if readonly { 0 } else { c.changes() })
         })
         .await
     }
