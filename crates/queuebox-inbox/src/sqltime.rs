@@ -42,6 +42,7 @@ pub(crate) fn parse_utc(text: &str) -> Option<SystemTime> {
 }
 
 /// Formats a time in the fixed form, milliseconds truncated.
+#[cfg(any(feature = "sqlite", feature = "mysql", test))]
 pub(crate) fn format_utc(time: SystemTime) -> String {
     let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs();
@@ -66,6 +67,7 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+#[cfg(any(feature = "sqlite", feature = "mysql", test))]
 fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);

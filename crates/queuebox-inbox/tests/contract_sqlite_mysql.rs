@@ -128,7 +128,8 @@ fn counters() -> (Windows, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     )
 }
 
-/// PULL-C1; also proves PULL-6 (UUIDs as lower-case text and UTC times round-trip), PULL-54 and
+/// PULL-C1; also proves PULL-6 and PULL-27 (UUIDs as lower-case text and UTC times round-trip),
+/// PULL-54 and
 /// PULL-55 (JSON text columns are parsed; nullable fields arrive as None, empty headers empty).
 async fn c1(kind: Kind) {
     let db = Db::new(kind).await;
@@ -378,7 +379,7 @@ async fn c10(kind: Kind) {
     assert!(snap.last_error.is_some());
 }
 
-/// PULL-C11; also proves PULL-8 (the fence refuses another token) and PULL-10 (MySQL reports the
+/// PULL-C11; also proves PULL-8 (the fence refuses another token), PULL-10 and PULL-27 (MySQL reports the
 /// matched rows: 0 here, 1 for an identical Renew below).
 async fn c11(kind: Kind) {
     use queuebox_inbox::sql::Statements;
@@ -447,8 +448,8 @@ async fn c12(kind: Kind) {
     assert_eq!(db.states().await, vec!["pending", "processing"]);
 }
 
-/// PULL-C13; also proves PULL-5 and PULL-24 (mapped names, quoted for the dialect, and the
-/// mapped table name inside MySQL's lock name).
+/// PULL-C13; also proves PULL-5, PULL-24 and PULL-27 (mapped names, quoted for the dialect, and
+/// the mapped table name inside MySQL's lock name).
 async fn c13(kind: Kind) {
     let schema = Schema::with_names(|n| format!("qb_{n}"), "pull_jobs");
     let db = Db::with_schema(kind, schema).await;
@@ -527,7 +528,8 @@ async fn c17(kind: Kind) {
     );
 }
 
-/// PULL-C18 (a): one aggregate, two workers; also proves PULL-29 and PULL-30.
+/// PULL-C18 (a): one aggregate, two workers; also proves PULL-18 (the claim lock keeps one live
+/// lease per aggregate), PULL-29 and PULL-30.
 async fn c18a(kind: Kind) {
     let db = Db::new(kind).await;
     for i in 0..4 {
@@ -1328,7 +1330,7 @@ mod mysql {
 }
 // ---- MySQL (end) ----
 
-/// PULL-75: every contract case of cases.json has a test for each of the two databases, which
+/// PULL-75 and PULL-76: every contract case of cases.json has a test for each of the two databases, which
 /// runs when the case lists the database and is ignored with a reason otherwise. C14 (a
 /// PostgreSQL release step) and the database-free unit cases C30–C32 are proven in contract.rs.
 #[test]
