@@ -60,6 +60,8 @@ macro_rules! __conformance_case_list {
                 rly_12_release_with_and_without_error,
                 rly_7_renew_extends_the_lease_and_stale_renews_nothing,
                 rly_8_reclaim_returns_only_expired_rows,
+                rly_3_a_held_head_row_holds_back_its_aggregate,
+                rly_8_reclaim_never_waits_for_a_row_another_session_holds,
                 rly_16_oldest_pending_age,
                 ret_4_outbox_age_deletes_only_old_sent_and_dead,
                 ret_5_outbox_count_keeps_the_newest_per_state,
