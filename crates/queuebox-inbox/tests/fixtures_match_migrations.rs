@@ -17,7 +17,8 @@ fn read(relative: &str) -> String {
     fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// `{inbox}` → `inbox`, `{source}` → `source`, …: the default names of every placeholder.
+/// `{inbox}` → `inbox`, `{source}` → `source`, …: the default names of every placeholder. A
+/// JSON literal such as `'{}'` is no placeholder and stays.
 fn with_default_names(text: &str) -> String {
     let mut rendered = String::with_capacity(text.len());
     let mut rest = text;
@@ -26,9 +27,10 @@ fn with_default_names(text: &str) -> String {
         let after = &rest[open + 1..];
         match after.find('}') {
             Some(close)
-                if after[..close]
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c == '_') =>
+                if close > 0
+                    && after[..close]
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c == '_') =>
             {
                 rendered.push_str(&after[..close]);
                 rest = &after[close + 1..];
