@@ -336,8 +336,15 @@ fn intake(args: &Args, dir: &Path, db: &Db) -> Result<Intake> {
     })
 }
 
+/// MB with one decimal, cut (docs/benchmarks.md: figures are cut, never rounded up).
 fn mb(kb: u64) -> String {
-    format!("{:.1} MB", kb as f64 / 1024.0)
+    format!("{:.1}", cut(kb as f64 / 1024.0, 1)) + " MB"
+}
+
+/// `x` cut to `decimals` places.
+fn cut(x: f64, decimals: i32) -> f64 {
+    let scale = 10f64.powi(decimals);
+    (x * scale).floor() / scale
 }
 
 fn main() -> Result<()> {
@@ -400,20 +407,23 @@ fn main() -> Result<()> {
     println!("|---|---|---|");
     println!(
         "| drain time | {:.2} s | {:.2} s |",
-        sqlite_drain.seconds, pg_drain.seconds
+        cut(sqlite_drain.seconds, 2),
+        cut(pg_drain.seconds, 2)
     );
     println!(
         "| rows/s | {:.0} | {:.0} |",
-        rate(&sqlite_drain),
-        rate(&pg_drain)
+        cut(rate(&sqlite_drain), 0),
+        cut(rate(&pg_drain), 0)
     );
     println!(
-        "| SQLite floor: the store's claim (100) + mark sent in a loop, no delivery | {:.0} rows/s (runs {floor1:.0} and {floor2:.0}) | |",
-        floor
+        "| SQLite floor: the store's claim (100) + mark sent in a loop, no delivery | {:.0} rows/s (runs {:.0} and {:.0}) | |",
+        cut(floor, 0),
+        cut(floor1, 0),
+        cut(floor2, 0)
     );
     println!(
         "| drain ÷ floor | {:.0} % | |",
-        100.0 * rate(&sqlite_drain) / floor
+        cut(100.0 * rate(&sqlite_drain) / floor, 0)
     );
     println!(
         "| idle RSS (3 s after start) | {} | {} |",
@@ -433,24 +443,29 @@ fn main() -> Result<()> {
     println!("|---|---|---|");
     println!(
         "| rows stored / s | {:.0} | {:.0} |",
-        irate(&sqlite_intake),
-        irate(&pg_intake)
+        cut(irate(&sqlite_intake), 0),
+        cut(irate(&pg_intake), 0)
     );
     println!(
         "| p50 / p99 latency | {:.1} ms / {:.1} ms | {:.1} ms / {:.1} ms |",
-        sqlite_intake.p50_ms, sqlite_intake.p99_ms, pg_intake.p50_ms, pg_intake.p99_ms
+        cut(sqlite_intake.p50_ms, 1),
+        cut(sqlite_intake.p99_ms, 1),
+        cut(pg_intake.p50_ms, 1),
+        cut(pg_intake.p99_ms, 1)
     );
     println!(
         "| non-2xx answers (wrk) | {} | {} |",
         sqlite_intake.non_2xx, pg_intake.non_2xx
     );
     println!(
-        "| SQLite floor: one connection, single-row autocommitted INSERT … ON CONFLICT DO NOTHING | {:.0} rows/s (runs {ifloor1:.0} and {ifloor2:.0}) | |",
-        ifloor
+        "| SQLite floor: one connection, single-row autocommitted INSERT … ON CONFLICT DO NOTHING | {:.0} rows/s (runs {:.0} and {:.0}) | |",
+        cut(ifloor, 0),
+        cut(ifloor1, 0),
+        cut(ifloor2, 0)
     );
     println!(
         "| intake ÷ floor | {:.0} % | |",
-        100.0 * irate(&sqlite_intake) / ifloor
+        cut(100.0 * irate(&sqlite_intake) / ifloor, 0)
     );
     println!(
         "| peak RSS (VmHWM) | {} | {} |\n",
