@@ -64,6 +64,10 @@ fn open(target: &SqliteTarget, busy_timeout: Duration) -> Result<Connection, rus
             )));
         }
     }
+    // FULL: a commit is on disk before it returns, so an acknowledged webhook or a finished
+    // delivery survives a power loss too, not only a crash of the process (WAL's NORMAL would
+    // not). Set explicitly, whatever the library's compiled-in default.
+    conn.execute_batch("PRAGMA synchronous = FULL")?;
     // Every statement of the store stays prepared on its one connection.
     conn.set_prepared_statement_cache_capacity(64);
     Ok(conn)

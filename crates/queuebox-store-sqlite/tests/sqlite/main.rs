@@ -3,4 +3,5 @@
 //! on one file).
 
 mod conformance;
+mod settings;
 mod support;
