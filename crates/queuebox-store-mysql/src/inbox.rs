@@ -169,8 +169,9 @@ impl MysqlStore {
         }
     }
 
-    /// One retention batch: the victims' locking read, then the delete of those ids.
-    async fn retention_batch(
+    /// A locking read of ids, then one write of those ids (a retention batch, a reclaim): the
+    /// rows the write changed.
+    pub(crate) async fn retention_batch(
         &self,
         during: &'static str,
         select: &Stmt,
@@ -358,10 +359,11 @@ impl RelayStore for MysqlStore {
     }
 
     async fn relay_reclaim_expired(&self) -> Result<u64, StoreError> {
-        self.execute(
+        self.retention_batch(
             "reclaiming expired inbox leases",
-            &self.sql.inbox_reclaim,
+            &self.sql.inbox_reclaim_select,
             &[],
+            &self.sql.inbox_reclaim,
         )
         .await
     }

@@ -44,10 +44,17 @@ impl MigrationBackend for MysqlMigrationBackend<'_> {
             .await
             .map_err(|e| store.error(StoreAction::Migrate, DURING, &e))?;
         match got.flatten() {
-            Some(1) => Ok(Box::new(MysqlMigrationSession {
-                conn,
-                store: store.clone(),
-            })),
+            Some(1) => {
+                // The DDL waits for table locks as long as the server allows, not the delivery
+                // path's 5 s; the connection is closed at release, so the pool never gets it.
+                conn.query_drop("SET SESSION lock_wait_timeout = @@GLOBAL.lock_wait_timeout")
+                    .await
+                    .map_err(|e| store.error(StoreAction::Migrate, DURING, &e))?;
+                Ok(Box::new(MysqlMigrationSession {
+                    conn,
+                    store: store.clone(),
+                }))
+            }
             Some(_) => Err(StoreError::LockTimeout {
                 waited_ms: store.startup_timeout_ms,
             }),
@@ -204,13 +211,11 @@ impl MigrationSession for MysqlMigrationSession {
 
     async fn release(self: Box<Self>) {
         let Self { mut conn, store } = *self;
-        match conn.query_drop(&store.sql.release_lock.sql).await {
-            Ok(()) => drop(conn),
-            Err(err) => {
-                tracing::debug!(reason = %classify::reason(&err, &store.password), "releasing the migration lock; closing its connection instead");
-                // Closing the session releases the named lock with it.
-                let _ = conn.disconnect().await;
-            }
+        if let Err(err) = conn.query_drop(&store.sql.release_lock.sql).await {
+            tracing::debug!(reason = %classify::reason(&err, &store.password), "releasing the migration lock; closing its connection anyway");
         }
+        // Closed, never pooled: it has the migration's lock wait, and closing the session
+        // releases the named lock even when RELEASE_LOCK failed.
+        let _ = conn.disconnect().await;
     }
 }

@@ -215,10 +215,11 @@ impl OutboxStore for MysqlStore {
     }
 
     async fn reclaim_expired(&self) -> Result<u64, StoreError> {
-        self.execute(
+        self.retention_batch(
             "reclaiming expired outbox leases",
-            &self.sql.outbox_reclaim,
+            &self.sql.outbox_reclaim_select,
             &[],
+            &self.sql.outbox_reclaim,
         )
         .await
     }

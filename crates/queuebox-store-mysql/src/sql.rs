@@ -56,6 +56,7 @@ files! {
     OUTBOX_RENEW = "outbox/renew.sql";
     OUTBOX_FINISH = "outbox/finish.sql";
     OUTBOX_RELEASE = "outbox/release.sql";
+    OUTBOX_RECLAIM_SELECT = "outbox/reclaim_select.sql";
     OUTBOX_RECLAIM = "outbox/reclaim.sql";
     OUTBOX_PENDING_STATS = "outbox/pending_stats.sql";
     INBOX_INSERT = "inbox/insert.sql";
@@ -70,6 +71,7 @@ files! {
     INBOX_FORWARD_INSERT = "inbox/forward_insert.sql";
     INBOX_FORWARD_MARK = "inbox/forward_mark.sql";
     INBOX_DEAD = "inbox/dead.sql";
+    INBOX_RECLAIM_SELECT = "inbox/reclaim_select.sql";
     INBOX_RECLAIM = "inbox/reclaim.sql";
     INBOX_OLDEST_PENDING_AGE = "inbox/oldest_pending_age.sql";
     RETENTION_OUTBOX_AGE = "retention/outbox_age.sql";
@@ -235,6 +237,7 @@ pub(crate) struct Statements {
     pub(crate) outbox_renew: Stmt,
     pub(crate) outbox_finish: Stmt,
     pub(crate) outbox_release: Stmt,
+    pub(crate) outbox_reclaim_select: Stmt,
     pub(crate) outbox_reclaim: Stmt,
     pub(crate) outbox_pending_stats: Stmt,
     pub(crate) inbox_insert: Stmt,
@@ -249,6 +252,7 @@ pub(crate) struct Statements {
     pub(crate) inbox_forward_insert: Stmt,
     pub(crate) inbox_forward_mark: Stmt,
     pub(crate) inbox_dead: Stmt,
+    pub(crate) inbox_reclaim_select: Stmt,
     pub(crate) inbox_reclaim: Stmt,
     pub(crate) inbox_oldest_pending_age: Stmt,
     pub(crate) retention_outbox_age: Stmt,
@@ -313,7 +317,8 @@ impl Statements {
             outbox_renew: o(OUTBOX_RENEW, &["claims", "lease_ms"])?,
             outbox_finish: o(OUTBOX_FINISH, &["writes"])?,
             outbox_release: o(OUTBOX_RELEASE, &["claims"])?,
-            outbox_reclaim: o(OUTBOX_RECLAIM, none)?,
+            outbox_reclaim_select: o(OUTBOX_RECLAIM_SELECT, none)?,
+            outbox_reclaim: o(OUTBOX_RECLAIM, &["ids"])?,
             outbox_pending_stats: o(OUTBOX_PENDING_STATS, none)?,
             inbox_insert: i(INBOX_INSERT, &["rows"])?,
             inbox_stored: i(INBOX_STORED, &["ids"])?,
@@ -330,7 +335,8 @@ impl Statements {
             )?,
             inbox_forward_mark: i(INBOX_FORWARD_MARK, &["id", "token"])?,
             inbox_dead: i(INBOX_DEAD, &["id", "token", "error"])?,
-            inbox_reclaim: i(INBOX_RECLAIM, none)?,
+            inbox_reclaim_select: i(INBOX_RECLAIM_SELECT, none)?,
+            inbox_reclaim: i(INBOX_RECLAIM, &["ids"])?,
             inbox_oldest_pending_age: i(INBOX_OLDEST_PENDING_AGE, none)?,
             retention_outbox_age: o(RETENTION_OUTBOX_AGE, &["max_age_ms", "batch"])?,
             retention_outbox_count: o(RETENTION_OUTBOX_COUNT, &["keep", "batch"])?,

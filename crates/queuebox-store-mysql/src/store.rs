@@ -32,11 +32,23 @@ const STATEMENT_CACHE: usize = 128;
 /// The session settings of every connection (schema.md SCH-8): UTC for every time the server
 /// reads or writes, strict mode so a value too long for its column fails instead of being cut,
 /// and READ COMMITTED, the isolation every statement file is written for (outbox.md OUT-17).
+/// Then the bounds that keep one stalled or vanished replica from holding up the others
+/// (operations.md, "Several replicas"): no statement waits longer than 5 s for a row lock
+/// (`innodb_lock_wait_timeout`) or a table lock (`lock_wait_timeout`) another session holds;
+/// such a statement fails as transient (1205) and is tried again. The delivery path reads with
+/// SKIP LOCKED where a row can be held; this is the bound for the rest (a uniqueness wait at
+/// intake, a table an operator locked). Migration lifts the table-lock bound for its DDL.
 const SESSION_SETTINGS: &[&str] = &[
     "SET time_zone = '+00:00'",
     "SET SESSION sql_mode = 'STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'",
     "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+    "SET SESSION innodb_lock_wait_timeout = 5",
+    "SET SESSION lock_wait_timeout = 5",
 ];
+
+/// TCP keepalive on QueueBox's side, so a server that vanished (a partition, a dead host) is
+/// noticed in about a minute instead of the system default of two hours.
+const KEEPALIVE: Duration = Duration::from_secs(30);
 
 /// The MySQL / MariaDB store. Cheap to clone: the pool is shared.
 #[derive(Clone)]
@@ -99,6 +111,7 @@ impl MysqlStore {
             .db_name(Some(target.database.clone()))
             .client_found_rows(true)
             .tcp_nodelay(true)
+            .tcp_keepalive(Some(KEEPALIVE))
             .stmt_cache_size(STATEMENT_CACHE)
             .init(init)
             .pool_opts(pool_opts);

@@ -5,9 +5,13 @@
 -- these candidates itself (each NULL aggregate row is its own group), at most :limit rows.
 -- Locking: the candidates are taken FOR UPDATE SKIP LOCKED, so a row that another transaction
 -- is writing (an operator's requeue) is left for a later claim; the locks last until COMMIT.
--- The busy test (NOT EXISTS) has no locking clause, so it is a plain consistent read: an
--- aggregate with a push row in processing, whatever its lease, is skipped whole; NULL
--- aggregates are never busy. The candidates are read in (scheduled_at, created_at, id) order
+-- The busy test and the head test (both NOT EXISTS) have no locking clause, so they are plain
+-- consistent reads and skip nothing: an aggregate with a push row in processing, whatever its
+-- lease, is skipped whole; a row with an earlier pending push row of its aggregate (of a listed
+-- source) is no candidate, so when the true head is row-locked (an operator's SELECT ... FOR
+-- UPDATE, a stalled replica's open transaction) SKIP LOCKED skips the head and the head test
+-- holds back the rows behind it: the aggregate waits, it is never reordered (RLY-3). NULL
+-- aggregates are never busy and have no head. The candidates are read in (scheduled_at, created_at, id) order
 -- from idx_inbox_push_pending (consumption, state, scheduled_at, created_at, id), bounded by
 -- :cand_limit = min(max(3 x limit, 50), 500) (RLY-4).
 -- :sources = JSON array of source names, :cand_limit = candidate bound.
@@ -28,6 +32,17 @@ WHERE i.`{consumption}` = 'push'
             WHERE b.`{aggregate_id}` = i.`{aggregate_id}`
               AND b.`{state}` = 'processing'
               AND b.`{consumption}` = 'push'))
+  AND (i.`{aggregate_id}` IS NULL
+       OR NOT EXISTS (
+            SELECT 1 FROM `{inbox}` h
+            WHERE h.`{aggregate_id}` = i.`{aggregate_id}`
+              AND h.`{state}` = 'pending'
+              AND h.`{consumption}` = 'push'
+              AND h.`{source}` IN (
+                    SELECT s.name FROM JSON_TABLE(:sources, '$[*]' COLUMNS (
+                        name VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) s)
+              AND (h.`{scheduled_at}`, h.`{created_at}`, h.`{id}`)
+                  < (i.`{scheduled_at}`, i.`{created_at}`, i.`{id}`)))
 ORDER BY i.`{scheduled_at}`, i.`{created_at}`, i.`{id}`
 LIMIT :cand_limit
 FOR UPDATE SKIP LOCKED

@@ -1,13 +1,16 @@
--- Locking: the row locks of the expired rows. Isolation: READ COMMITTED.
--- Reclaim of expired leases (OUT-46/47, SCH-15). One statement, not fenced: it matches expired
--- leases only, so any replica may run it. Locking: row locks on the expired rows, found through
--- idx_outbox_state_updated (state first); a row being written meanwhile (a late terminal write
--- of its owner) is waited for and re-checked in its committed version, so a row that left
--- processing is not touched. attempt, scheduled_at and last_error stay as they are (OUT-27).
-UPDATE `{outbox}`
-SET `{state}` = 'pending',
-    `{claim_token}` = NULL,
-    `{lease_expires_at}` = NULL,
-    `{updated_at}` = UTC_TIMESTAMP(6)
-WHERE `{state}` = 'processing'
-  AND `{lease_expires_at}` <= UTC_TIMESTAMP(6)
+-- Locking: the row locks reclaim_select.sql took, in its transaction. Isolation: READ COMMITTED.
+-- Reclaim, second statement: the expired rows the read locked back to pending; the UPDATE
+-- repeats the tests. attempt, scheduled_at and last_error stay as they are.
+-- :ids = JSON array of the ids the read returned.
+-- Plan: the JSON array is read first (STRAIGHT_JOIN) and each of its rows finds its table row
+-- through the unique index on id (FORCE INDEX), so the statement locks and waits for those
+-- rows only, never for a row another transaction holds, however small the table.
+UPDATE JSON_TABLE(:ids, '$[*]' COLUMNS (id CHAR(36) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) j
+STRAIGHT_JOIN `{outbox}` t FORCE INDEX (`{outbox_id_index}`)
+  ON t.`{id}` = j.id
+SET t.`{state}` = 'pending',
+    t.`{claim_token}` = NULL,
+    t.`{lease_expires_at}` = NULL,
+    t.`{updated_at}` = UTC_TIMESTAMP(6)
+WHERE t.`{state}` = 'processing'
+  AND t.`{lease_expires_at}` <= UTC_TIMESTAMP(6)
