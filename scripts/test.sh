@@ -20,7 +20,7 @@ record() { # suite, passed, failed[, extra]
     [ "$3" = 0 ] || failed=1
 }
 
-if ! scripts/services.sh postgres; then
+if ! scripts/services.sh postgres rabbitmq; then
     echo "test.sh: a server the tests need could not be started" >&2
     failed=1
 fi

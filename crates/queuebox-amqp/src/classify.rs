@@ -15,12 +15,34 @@ pub(crate) const CONFIRM_TIMEOUT_MS: u64 = 5000;
 #[derive(Debug)]
 pub(crate) enum Answer {
     /// The broker confirmed (ack or nack), with the returned message when it was unroutable.
-    Confirmed(Confirmation),
+    Confirmed(Confirm),
     /// No confirm within [`CONFIRM_TIMEOUT_MS`].
     NoConfirm,
     /// The channel or the connection failed (the declaration, the publish or the wait);
     /// `reason` is the client's error text, not yet redacted.
     ChannelError(String),
+}
+
+/// What a publisher confirm said, without the returned message's body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Confirm {
+    Ack,
+    Nack,
+    /// `mandatory` and no queue bound: the broker returned the message, then confirmed it.
+    Returned,
+    /// The channel is not in confirm mode.
+    NotRequested,
+}
+
+impl From<Confirmation> for Confirm {
+    fn from(confirmation: Confirmation) -> Self {
+        match confirmation {
+            Confirmation::Ack(Some(_)) | Confirmation::Nack(Some(_)) => Self::Returned,
+            Confirmation::Ack(None) => Self::Ack,
+            Confirmation::Nack(None) => Self::Nack,
+            Confirmation::NotRequested => Self::NotRequested,
+        }
+    }
 }
 
 /// The outcome of one publish, and whether its channel is still fit for the next one.
@@ -42,34 +64,27 @@ pub(crate) fn classify(
         keep_channel,
     };
     match answer {
-        Answer::Confirmed(confirmation) => {
-            let nack = confirmation.is_nack();
-            let requested = !matches!(confirmation, Confirmation::NotRequested);
-            match confirmation.take_message() {
-                // `mandatory` and no queue bound: the broker returned the message, then
-                // confirmed it. It reached nobody, so it is never `sent`.
-                Some(_) => failed(
-                    format!(
-                        "Message {message_id} is unroutable on exchange {exchange} with routing key {routing_key}"
-                    ),
-                    true,
-                ),
-                None if nack => failed(
-                    "Publish not confirmed: the broker rejected the message".to_owned(),
-                    true,
-                ),
-                None if requested => Classified {
-                    outcome: Outcome::Delivered,
-                    keep_channel: true,
-                },
-                // A channel that is not in confirm mode can confirm nothing: a defect of the
-                // channel set-up, reported as a failure so the row is never `sent` unconfirmed.
-                None => failed(
-                    "Publish not confirmed: the channel is not in confirm mode".to_owned(),
-                    false,
-                ),
-            }
-        }
+        Answer::Confirmed(Confirm::Ack) => Classified {
+            outcome: Outcome::Delivered,
+            keep_channel: true,
+        },
+        // It reached nobody, so it is never `sent`.
+        Answer::Confirmed(Confirm::Returned) => failed(
+            format!(
+                "Message {message_id} is unroutable on exchange {exchange} with routing key {routing_key}"
+            ),
+            true,
+        ),
+        Answer::Confirmed(Confirm::Nack) => failed(
+            "Publish not confirmed: the broker rejected the message".to_owned(),
+            true,
+        ),
+        // A channel that is not in confirm mode can confirm nothing: a defect of the channel
+        // set-up, reported as a failure so the row is never `sent` unconfirmed.
+        Answer::Confirmed(Confirm::NotRequested) => failed(
+            "Publish not confirmed: the channel is not in confirm mode".to_owned(),
+            false,
+        ),
         // A confirm that arrives later must not be taken for the next message's: the channel
         // goes.
         Answer::NoConfirm => failed(
@@ -102,12 +117,7 @@ mod tests {
 
     #[test]
     fn dst_36_a_confirm_without_a_return_is_success() {
-        let c = classify(
-            "id",
-            "events",
-            "k",
-            Answer::Confirmed(Confirmation::Ack(None)),
-        );
+        let c = classify("id", "events", "k", Answer::Confirmed(Confirm::Ack));
         assert_eq!(
             c,
             Classified {
@@ -123,7 +133,7 @@ mod tests {
             "0b6f",
             "events",
             "order.created",
-            Answer::Confirmed(Confirmation::Ack(Some(returned()))),
+            Answer::Confirmed(Confirmation::Ack(Some(returned())).into()),
         );
         assert_eq!(
             text(&c),
@@ -134,7 +144,7 @@ mod tests {
 
     #[test]
     fn dst_36_a_negative_confirm_fails() {
-        let c = classify("id", "e", "k", Answer::Confirmed(Confirmation::Nack(None)));
+        let c = classify("id", "e", "k", Answer::Confirmed(Confirm::Nack));
         assert_eq!(
             text(&c),
             "RabbitMQ publish failed: Publish not confirmed: the broker rejected the message"
@@ -166,12 +176,7 @@ mod tests {
 
     #[test]
     fn a_channel_without_confirms_never_reports_success() {
-        let c = classify(
-            "id",
-            "e",
-            "k",
-            Answer::Confirmed(Confirmation::NotRequested),
-        );
+        let c = classify("id", "e", "k", Answer::Confirmed(Confirm::NotRequested));
         assert!(matches!(c.outcome, Outcome::Failed { .. }));
         assert!(!c.keep_channel);
     }

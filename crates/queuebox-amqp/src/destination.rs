@@ -296,7 +296,7 @@ impl RabbitmqDestination {
             Err(err) => return Answer::ChannelError(err.to_string()),
         };
         match tokio::time::timeout(Duration::from_millis(CONFIRM_TIMEOUT_MS), confirm).await {
-            Ok(Ok(confirmation)) => Answer::Confirmed(confirmation),
+            Ok(Ok(confirmation)) => Answer::Confirmed(confirmation.into()),
             Ok(Err(err)) => Answer::ChannelError(err.to_string()),
             Err(_) => Answer::NoConfirm,
         }

@@ -36,8 +36,6 @@ def typed(value):
             return datetime.datetime.fromtimestamp(raw, datetime.timezone.utc)
         if kind == "bytes":
             return base64.b64decode(raw)
-        if kind == "float":
-            return float(raw)
     if isinstance(value, dict):
         return {k: typed(v) for k, v in value.items()}
     if isinstance(value, list):
