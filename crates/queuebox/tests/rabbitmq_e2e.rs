@@ -740,3 +740,63 @@ async fn dst_11_kill_9_during_publishing_every_row_is_sent_at_least_once_with_it
         "every row reached the broker, repeats with the same id"
     );
 }
+
+/// INB-60: at most `prefetchCount` deliveries are in progress: while the inbox table is locked,
+/// exactly that many leave the queue unacknowledged, and all are stored once it is released.
+/// INB-30: a message the filter drops leaves no row and is acknowledged.
+#[tokio::test(flavor = "multi_thread")]
+async fn inb_60_prefetch_bounds_the_messages_in_progress_and_inb_30_filtered_are_acknowledged() {
+    let schema = TestSchema::create("rmq_prefetch").await;
+    let queue = unique("prefetch");
+    declare_queue(&queue);
+    let url = amqp_url();
+    let yaml = config(
+        &schema,
+        &format!(
+            "sources:\n  orders:\n    type: rabbitmq\n    connectionUrl: \"{url}\"\n    queueName: {queue}\n    prefetchCount: 5\n    consumption: pull\n    filter:\n      exclude:\n        - header: x-test\n          exists: true\n"
+        ),
+    );
+    let service = Service::start("rmq-prefetch", &yaml);
+    // A second session holds the lock, so this test's own client can still count.
+    let (locker, connection) =
+        tokio_postgres::connect(&support::pg::server_url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    locker
+        .batch_execute(&format!(
+            "BEGIN; LOCK TABLE {}.inbox IN ACCESS EXCLUSIVE MODE",
+            schema.name
+        ))
+        .await
+        .unwrap();
+    let bodies: Vec<serde_json::Value> = (0..30)
+        .map(|i| message(&queue, &format!(r#"{{"id":"p-{i}"}}"#)))
+        .collect();
+    publish(&bodies);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while count(&queue).0 != 25 {
+        assert!(Instant::now() < deadline, "ready: {:?}", count(&queue));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // It stays at 25: nothing more is taken while the five wait for their commit.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(count(&queue).0, 25);
+    locker.batch_execute("COMMIT").await.unwrap();
+    wait_count(&schema, "SELECT count(*) FROM inbox", 30, Duration::from_secs(20)).await;
+    publish(&[json!({"queue": queue, "body": r#"{"id":"t-1"}"#, "headers": {"x-test": "1"}})]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while service
+        .metric("queuebox_inbox_filtered_total{source=\"orders\"}")
+        .unwrap_or(0.0)
+        < 1.0
+    {
+        assert!(Instant::now() < deadline, "the filtered message was not counted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(service.stop(), Some(0));
+    assert_eq!(scalar(&schema, "SELECT count(*) FROM inbox").await, 30);
+    assert_eq!(count(&queue).0, 0, "the filtered message was acknowledged");
+    delete(&[&queue], &[]);
+    schema.drop().await;
+}
