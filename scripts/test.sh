@@ -20,7 +20,10 @@ record() { # suite, passed, failed[, extra]
     [ "$3" = 0 ] || failed=1
 }
 
-if ! scripts/services.sh postgres rabbitmq; then
+# MariaDB: the MySQL store (crates/queuebox-store-mysql) and the pull clients' MySQL/MariaDB
+# contract cases (queuebox-inbox, Go) need it. RabbitMQ: the queuebox-amqp tests and the
+# binary's RabbitMQ end-to-end tests.
+if ! scripts/services.sh postgres mariadb rabbitmq; then
     echo "test.sh: a server the tests need could not be started" >&2
     failed=1
 fi

@@ -5,6 +5,7 @@
 #[path = "../../../queuebox-amqp/tests/support/mod.rs"]
 pub mod amqp;
 pub mod markdown;
+pub mod mysql;
 pub mod pg;
 pub mod process;
 pub mod proxy;
