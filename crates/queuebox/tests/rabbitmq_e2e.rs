@@ -783,7 +783,13 @@ async fn inb_60_prefetch_bounds_the_messages_in_progress_and_inb_30_filtered_are
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(count(&queue).0, 25);
     locker.batch_execute("COMMIT").await.unwrap();
-    wait_count(&schema, "SELECT count(*) FROM inbox", 30, Duration::from_secs(20)).await;
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM inbox",
+        30,
+        Duration::from_secs(20),
+    )
+    .await;
     publish(&[json!({"queue": queue, "body": r#"{"id":"t-1"}"#, "headers": {"x-test": "1"}})]);
     let deadline = Instant::now() + Duration::from_secs(10);
     while service
@@ -791,7 +797,10 @@ async fn inb_60_prefetch_bounds_the_messages_in_progress_and_inb_30_filtered_are
         .unwrap_or(0.0)
         < 1.0
     {
-        assert!(Instant::now() < deadline, "the filtered message was not counted");
+        assert!(
+            Instant::now() < deadline,
+            "the filtered message was not counted"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(service.stop(), Some(0));

@@ -36,7 +36,9 @@ async fn main() -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("fill") => {
             let channel = connection.create_channel().await?;
-            channel.confirm_select(ConfirmSelectOptions::default()).await?;
+            channel
+                .confirm_select(ConfirmSelectOptions::default())
+                .await?;
             let queue = args[1].as_str();
             for i in 0..count {
                 channel
@@ -87,7 +89,9 @@ async fn main() -> anyhow::Result<()> {
             let mut tasks = Vec::new();
             for c in 0..channels {
                 let channel = connection.create_channel().await?;
-                channel.confirm_select(ConfirmSelectOptions::default()).await?;
+                channel
+                    .confirm_select(ConfirmSelectOptions::default())
+                    .await?;
                 let exchange = exchange.clone();
                 tasks.push(tokio::spawn(async move {
                     let mut i = c;
