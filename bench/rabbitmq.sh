@@ -149,7 +149,7 @@ stop_qb
 l5="$(load)"
 intake_s="$(elapsed "$t0" "$t1")"
 intake_rows="$(count_in qb_bench_intake 'SELECT count(*) FROM inbox')"
-intake_left="$(pika count "$queue")"
+intake_left="$(pika count "$queue" | sed -nE 's/.*"messages": ([0-9]+).*/\1/p')"
 intake_warn="$(warnings "$work/intake.log")"
 psql_q "DROP SCHEMA qb_bench_intake CASCADE" >/dev/null
 printf '{"queues":["%s"]}' "$queue" | pika delete
@@ -213,7 +213,7 @@ delivery_cpu="$(awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$qb_pid/stat")
 stop_qb
 l11="$(load)"
 delivery_s="$(elapsed "$t0" "$t1")"
-delivery_seen="$(pika count "$seen")"
+delivery_seen="$(pika count "$seen" | sed -nE 's/.*"messages": ([0-9]+).*/\1/p')"
 delivery_warn="$(warnings "$work/delivery.log")"
 psql_q "DROP SCHEMA qb_bench_delivery CASCADE" >/dev/null
 printf '{"queues":["%s"],"exchanges":["%s"]}' "$seen" "$exchange" | pika delete
