@@ -21,8 +21,9 @@ record() { # suite, passed, failed[, extra]
 }
 
 # MariaDB: the MySQL store (crates/queuebox-store-mysql) and the pull clients' MySQL/MariaDB
-# contract cases (queuebox-inbox, Go) need it.
-if ! scripts/services.sh postgres mariadb; then
+# contract cases (queuebox-inbox, Go) need it. RabbitMQ: the queuebox-amqp tests and the
+# binary's RabbitMQ end-to-end tests.
+if ! scripts/services.sh postgres mariadb rabbitmq; then
     echo "test.sh: a server the tests need could not be started" >&2
     failed=1
 fi

@@ -105,6 +105,11 @@ impl<S: Subscriber> Layer<S> for LineLayer {
     // per call site and the level changes once the configuration is loaded.
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let meta = event.metadata();
+        // The RabbitMQ client logs each returned message whole (its payload included) and each
+        // channel closed on purpose; the connector logs what matters itself, redacted.
+        if meta.target().starts_with("lapin") || meta.target().starts_with("amq_protocol") {
+            return;
+        }
         // OPS-31: log.level applies to QueueBox's own events; dependencies show warn and up.
         let limit = if meta.target().starts_with("queuebox") {
             self.handle.level.load(Ordering::Relaxed)

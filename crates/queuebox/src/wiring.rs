@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use queuebox_amqp::{
+    RabbitmqDestination, RabbitmqDestinationSettings, RabbitmqSource, RabbitmqSourceSettings,
+};
 use queuebox_config::{
     CaptureMode, Config, DatabaseType, Destination as DestinationConfig, DestinationAuth,
     DestinationKind, SourceKind,
@@ -33,10 +36,10 @@ pub fn check_runnable(config: &Config) -> Result<(), StartError> {
     let mut gaps = Vec::new();
     for (name, destination) in &config.destinations {
         let runnable = match destination.kind {
-            DestinationKind::Http(_) | DestinationKind::Log(_) => true,
-            DestinationKind::Rabbitmq(_) | DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {
-                false
+            DestinationKind::Http(_) | DestinationKind::Log(_) | DestinationKind::Rabbitmq(_) => {
+                true
             }
+            DestinationKind::Kafka(_) | DestinationKind::Nats(_) => false,
         };
         if !runnable {
             gaps.push(format!(
@@ -59,8 +62,8 @@ pub fn check_runnable(config: &Config) -> Result<(), StartError> {
     }
     for (name, source) in &config.sources {
         let runnable = match source.kind {
-            SourceKind::Http(_) => true,
-            SourceKind::Rabbitmq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => false,
+            SourceKind::Http(_) | SourceKind::Rabbitmq(_) => true,
+            SourceKind::Kafka(_) | SourceKind::Nats(_) => false,
         };
         if !runnable {
             gaps.push(format!(
@@ -160,6 +163,8 @@ pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, S
     let shared_http = SharedHttp::new(metrics.clone());
     let mut destinations: BTreeMap<&str, Arc<dyn Destination>> = BTreeMap::new();
     let mut outbound_urls = Vec::new();
+    // A route to a RabbitMQ destination carries its own routing key rule (DST-21).
+    let mut rabbitmq: BTreeMap<&str, Arc<RabbitmqDestination>> = BTreeMap::new();
     for (name, destination) in &config.destinations {
         let built: Arc<dyn Destination> = match &destination.kind {
             DestinationKind::Http(_) => {
@@ -175,8 +180,21 @@ pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, S
                 })
                 .map_err(failed)?,
             ),
+            DestinationKind::Rabbitmq(_) => {
+                let settings =
+                    RabbitmqDestinationSettings::from_config(destination).ok_or_else(|| {
+                        StartError::new(
+                            "build the destinations",
+                            format!("'{name}' is not a rabbitmq destination"),
+                        )
+                    })?;
+                let built = RabbitmqDestination::new(settings)
+                    .map_err(|err| StartError::new("build the destinations", err))?;
+                rabbitmq.insert(name, Arc::clone(&built));
+                built
+            }
             // `check_runnable` has refused these before we get here.
-            DestinationKind::Rabbitmq(_) | DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {
+            DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {
                 return Err(StartError::new(
                     "build the destinations",
                     format!(
@@ -202,6 +220,10 @@ pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, S
                         format!("no destination named {}", route.destination),
                     )
                 })?;
+            let destination = match rabbitmq.get(route.destination.as_str()) {
+                Some(broker) => broker.for_route(route),
+                None => destination,
+            };
             Ok(Route {
                 pattern: route.topic_pattern.clone(),
                 destination,
@@ -238,8 +260,13 @@ pub fn build_sources(config: &Config) -> Result<SourceParts, StartError> {
             SourceKind::Http(_) => parts
                 .http_routes
                 .push(HttpSourceRoute::from_config(source).map_err(|err| failed(err.to_string()))?),
+            SourceKind::Rabbitmq(_) => {
+                let settings = RabbitmqSourceSettings::from_config(source)
+                    .ok_or_else(|| failed(format!("'{name}' is not a rabbitmq source")))?;
+                parts.brokers.push(Box::new(RabbitmqSource::new(settings)));
+            }
             // `check_runnable` has refused these before we get here.
-            SourceKind::Rabbitmq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => {
+            SourceKind::Kafka(_) | SourceKind::Nats(_) => {
                 return Err(failed(format!(
                     "this build of QueueBox has no consumer for '{name}' of type '{}'",
                     source.kind.type_name()

@@ -37,9 +37,14 @@ impl Drop for Scratch {
     }
 }
 
-/// The binary, run in `dir`, with no inherited `QUEUEBOX_*` variable.
+/// The binary, run in `dir`, with no inherited `QUEUEBOX_*` variable. `QUEUEBOX_TEST_BIN`
+/// names another copy of it: builds that share one target directory overwrite each other's
+/// `queuebox` between the build and the run.
 pub fn queuebox(dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_queuebox"));
+    let binary = std::env::var_os("QUEUEBOX_TEST_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_queuebox").into());
+    let mut command = Command::new(binary);
     command.current_dir(dir);
     for (name, _) in std::env::vars() {
         if name.starts_with("QUEUEBOX_") {
