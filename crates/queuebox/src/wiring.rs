@@ -20,6 +20,7 @@ use queuebox_http::destination::{
     SharedHttp,
 };
 use queuebox_http::source::HttpSourceRoute;
+use queuebox_nats::{NatsDestination, NatsSource};
 use queuebox_store::Store;
 use queuebox_telemetry::Metrics;
 
@@ -33,10 +34,8 @@ pub fn check_runnable(config: &Config) -> Result<(), StartError> {
     let mut gaps = Vec::new();
     for (name, destination) in &config.destinations {
         let runnable = match destination.kind {
-            DestinationKind::Http(_) | DestinationKind::Log(_) => true,
-            DestinationKind::Rabbitmq(_) | DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {
-                false
-            }
+            DestinationKind::Http(_) | DestinationKind::Log(_) | DestinationKind::Nats(_) => true,
+            DestinationKind::Rabbitmq(_) | DestinationKind::Kafka(_) => false,
         };
         if !runnable {
             gaps.push(format!(
@@ -59,8 +58,8 @@ pub fn check_runnable(config: &Config) -> Result<(), StartError> {
     }
     for (name, source) in &config.sources {
         let runnable = match source.kind {
-            SourceKind::Http(_) => true,
-            SourceKind::Rabbitmq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => false,
+            SourceKind::Http(_) | SourceKind::Nats(_) => true,
+            SourceKind::Rabbitmq(_) | SourceKind::Kafka(_) => false,
         };
         if !runnable {
             gaps.push(format!(
@@ -171,8 +170,12 @@ pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, S
                 })
                 .map_err(failed)?,
             ),
+            DestinationKind::Nats(_) => Arc::new(
+                NatsDestination::from_config(destination)
+                    .map_err(|err| StartError::new("build the destinations", err))?,
+            ),
             // `check_runnable` has refused these before we get here.
-            DestinationKind::Rabbitmq(_) | DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {
+            DestinationKind::Rabbitmq(_) | DestinationKind::Kafka(_) => {
                 return Err(StartError::new(
                     "build the destinations",
                     format!(
@@ -234,8 +237,11 @@ pub fn build_sources(config: &Config) -> Result<SourceParts, StartError> {
             SourceKind::Http(_) => parts
                 .http_routes
                 .push(HttpSourceRoute::from_config(source).map_err(|err| failed(err.to_string()))?),
+            SourceKind::Nats(_) => parts
+                .brokers
+                .push(Box::new(NatsSource::from_config(source))),
             // `check_runnable` has refused these before we get here.
-            SourceKind::Rabbitmq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => {
+            SourceKind::Rabbitmq(_) | SourceKind::Kafka(_) => {
                 return Err(failed(format!(
                     "this build of QueueBox has no consumer for '{name}' of type '{}'",
                     source.kind.type_name()
