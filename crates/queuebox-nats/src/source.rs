@@ -37,6 +37,8 @@ const RETRY_PAUSE: Duration = Duration::from_secs(5);
 /// After a storage failure the fetch loop waits this long, so a failing database is not asked
 /// again at once for every message JetStream redelivers.
 const STORAGE_FAILURE_PAUSE: Duration = Duration::from_secs(1);
+/// How much longer than FETCH_WAIT a fetch may take before it counts as lost.
+const BATCH_MARGIN: Duration = Duration::from_secs(2);
 
 /// The consumer settings of one source (CFG-77).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -372,6 +374,15 @@ impl NatsSource {
                     () = tokio::time::sleep(STORAGE_FAILURE_PAUSE) => {}
                 }
             }
+            if !is_connected(&js.client()) {
+                // No pull request while the connection is down: it would only be lost.
+                self.shared.fetching.store(false, Ordering::SeqCst);
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                }
+                continue;
+            }
             let batch = consumer
                 .batch()
                 .max_messages(self.consumer.batch_size)
@@ -390,15 +401,25 @@ impl NatsSource {
                 }
             };
             let mut broken = None;
+            // The batch ends by itself after FETCH_WAIT; a batch that outlives its deadline
+            // lost its pull request (the connection dropped and came back), so it is left.
+            let deadline = tokio::time::Instant::now() + FETCH_WAIT + BATCH_MARGIN;
             loop {
                 let next = tokio::select! {
-                    () = stop.cancelled() => return,
-                    next = batch.next() => next,
+                    () = stop.cancelled() => {
+                        release_rest(&self.name, batch).await;
+                        return;
+                    }
+                    next = tokio::time::timeout_at(deadline, batch.next()) => next,
                 };
                 let message = match next {
-                    None => break,
-                    Some(Ok(message)) => message,
-                    Some(Err(err)) => {
+                    Err(_elapsed) => {
+                        broken = Some("the fetch got no answer in time".to_owned());
+                        break;
+                    }
+                    Ok(None) => break,
+                    Ok(Some(Ok(message))) => message,
+                    Ok(Some(Err(err))) => {
                         broken = Some(redacted_error_text(&*err));
                         break;
                     }
@@ -429,7 +450,8 @@ impl NatsSource {
                 }
                 Some(reason) => {
                     self.fetch_failed(&mut failures, &reason);
-                    if reason.contains("consumer deleted") || reason.contains("no responders") {
+                    let lower = reason.to_ascii_lowercase();
+                    if lower.contains("consumer deleted") || lower.contains("no responders") {
                         // The consumer or the stream went away: bind again (INB-71, INB-74).
                         match self.bind_until_bound(js, stop).await {
                             Some(bound) => consumer = bound,
@@ -462,6 +484,28 @@ impl NatsSource {
                 "NATS source: a fetch failed again ({reason})"
             );
         }
+    }
+}
+
+/// INB-75 at a stop: the messages the current fetch still brings (it ends within FETCH_WAIT)
+/// are negatively acknowledged unread, so JetStream gives them to another consumer at once
+/// instead of after `ackWaitMs`.
+async fn release_rest(
+    source: &SourceName,
+    mut batch: async_nats::jetstream::consumer::pull::Batch,
+) {
+    let deadline = tokio::time::Instant::now() + FETCH_WAIT + BATCH_MARGIN;
+    let mut released = 0_usize;
+    while let Ok(Some(Ok(message))) = tokio::time::timeout_at(deadline, batch.next()).await {
+        if message.ack_with(AckKind::Nak(None)).await.is_ok() {
+            released += 1;
+        }
+    }
+    if released > 0 {
+        tracing::info!(
+            source = source.as_str(),
+            "NATS source: {released} fetched message(s) not started before the stop were returned to JetStream"
+        );
     }
 }
 

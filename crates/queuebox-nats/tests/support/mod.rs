@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 
 use queuebox_config::{Config, LoadOptions, load};
 
+pub mod intake;
+
 pub fn shared_url() -> String {
     std::env::var("QUEUEBOX_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
 }

@@ -5,6 +5,7 @@ implementation of the protocol.
 Usage (one command per run; JSON on standard output):
   nats_client.py URL create-stream NAME SUBJECT [SUBJECT...]   [--duplicate-window SECONDS]
   nats_client.py URL delete-stream NAME
+  nats_client.py URL stream-exists NAME          -> {"exists": true|false}
   nats_client.py URL read-stream NAME            -> one JSON object per stored message
   nats_client.py URL publish FILE                -> FILE holds JSON lines
       {"subject": ..., "data": <text>, "data_b64": <base64>, "headers": {...}}; JetStream
@@ -44,6 +45,12 @@ async def main(argv):
             except nats.js.errors.NotFoundError:
                 pass
             print(json.dumps({"deleted": args[0]}))
+        elif command == "stream-exists":
+            try:
+                await js.stream_info(args[0])
+                print(json.dumps({"exists": True}))
+            except nats.js.errors.NotFoundError:
+                print(json.dumps({"exists": False}))
         elif command == "read-stream":
             info = await js.stream_info(args[0])
             last = info.state.last_seq
