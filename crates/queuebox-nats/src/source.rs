@@ -390,7 +390,13 @@ impl NatsSource {
                 .messages()
                 .await;
             let mut batch = match batch {
-                Ok(batch) => batch,
+                Ok(batch) => {
+                    // The pull request is out on a live connection: the fetch loop runs.
+                    self.shared
+                        .fetching
+                        .store(is_connected(&js.client()), Ordering::SeqCst);
+                    batch
+                }
                 Err(err) => {
                     self.fetch_failed(&mut failures, &redacted_error_text(&err));
                     tokio::select! {

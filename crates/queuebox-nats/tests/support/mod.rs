@@ -34,6 +34,11 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The standard client's script; these helpers are shared by more than one crate's tests.
+fn script() -> PathBuf {
+    repo_root().join("crates/queuebox-nats/tests/support/nats_client.py")
+}
+
 fn python() -> PathBuf {
     if let Ok(path) = std::env::var("QUEUEBOX_TEST_PYTHON") {
         return path.into();
@@ -49,7 +54,7 @@ fn python() -> PathBuf {
 /// Runs one command of the standard client against `url`; its JSON lines.
 pub fn py(url: &str, args: &[&str]) -> Vec<serde_json::Value> {
     let output = Command::new(python())
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/nats_client.py"))
+        .arg(script())
         .arg(url)
         .args(args)
         .output()
@@ -145,7 +150,7 @@ impl TestStream {
 impl Drop for TestStream {
     fn drop(&mut self) {
         let _ = Command::new(python())
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/nats_client.py"))
+            .arg(script())
             .args([&self.url, "delete-stream", &self.name])
             .output();
     }

@@ -24,7 +24,8 @@ from nats.js.api import StreamConfig
 
 async def main(argv):
     url, command, *args = argv
-    nc = await nats.connect(url)
+    # No reconnect loop: a test's client either reaches its server at once or fails.
+    nc = await nats.connect(url, connect_timeout=5, allow_reconnect=False, max_reconnect_attempts=0)
     js = nc.jetstream()
     try:
         if command == "create-stream":
