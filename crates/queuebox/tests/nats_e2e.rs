@@ -44,6 +44,16 @@ fn message(subject: String, body: &str, headers: &[(&str, &str)]) -> Publish {
     }
 }
 
+/// One inbox row as the intake test reads it.
+struct StoredRow {
+    source: String,
+    state: String,
+    consumption: String,
+    payload: String,
+    headers: String,
+    last_error: Option<String>,
+}
+
 fn sha256_key(body: &[u8]) -> String {
     use sha2::Digest;
     format!("sha256:{}", hex::encode(sha2::Sha256::digest(body)))
@@ -160,12 +170,19 @@ async fn inb_31_inb_56_messages_from_nats_py_land_once_each_and_push_rows_reach_
         )
         .await
         .unwrap();
-    let by_key: BTreeMap<String, (String, String, String, String, String, Option<String>)> = rows
+    let by_key: BTreeMap<String, StoredRow> = rows
         .iter()
         .map(|r| {
             (
                 r.get::<_, String>(1),
-                (r.get(0), r.get(2), r.get(3), r.get(4), r.get(5), r.get(6)),
+                StoredRow {
+                    source: r.get(0),
+                    state: r.get(2),
+                    consumption: r.get(3),
+                    payload: r.get(4),
+                    headers: r.get(5),
+                    last_error: r.get(6),
+                },
             )
         })
         .collect();
@@ -185,28 +202,31 @@ async fn inb_31_inb_56_messages_from_nats_py_land_once_each_and_push_rows_reach_
     assert_eq!(keys, expected, "INB-31 key chain");
     let tenant = &by_key["hdr-1"];
     assert_eq!(
-        tenant.4, r#"{"X-Tenant": "acme", "x-idempotency-key": "hdr-1"}"#,
+        tenant.headers, r#"{"X-Tenant": "acme", "x-idempotency-key": "hdr-1"}"#,
         "INB-23"
     );
-    assert_eq!(tenant.3, r#"{"id": "body-1"}"#);
+    assert_eq!(tenant.payload, r#"{"id": "body-1"}"#);
     let raw = &by_key[&digest_raw];
     assert_eq!(
-        (raw.1.as_str(), raw.3.as_str()),
+        (raw.state.as_str(), raw.payload.as_str()),
         ("dead", r#"{"raw": "not json"}"#)
     );
     assert_eq!(
-        raw.5.as_deref(),
+        raw.last_error.as_deref(),
         Some("The body is not valid JSON."),
         "INB-56"
     );
     let empty = &by_key["empty-body"];
     assert_eq!(
-        (empty.1.as_str(), empty.3.as_str()),
+        (empty.state.as_str(), empty.payload.as_str()),
         ("dead", r#"{"raw": ""}"#),
         "INB-56"
     );
     let job = &by_key["job-1"];
-    assert_eq!((job.0.as_str(), job.2.as_str()), ("jobs", "pull"));
+    assert_eq!(
+        (job.source.as_str(), job.consumption.as_str()),
+        ("jobs", "pull")
+    );
 
     // Push rows are relayed: the four pending `orders` rows reach the destination stream.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
