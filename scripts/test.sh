@@ -21,8 +21,10 @@ record() { # suite, passed, failed[, extra]
 }
 
 # MariaDB: the MySQL store (crates/queuebox-store-mysql) and the pull clients' MySQL/MariaDB
-# contract cases (queuebox-inbox, Go) need it.
-if ! scripts/services.sh postgres mariadb; then
+# contract cases (queuebox-inbox, Go) need it. NATS with JetStream: the NATS source and
+# destination tests (crates/queuebox-nats, crates/queuebox/tests/nats_e2e.rs), which also run
+# private nats-server instances of their own.
+if ! scripts/services.sh postgres mariadb nats; then
     echo "test.sh: a server the tests need could not be started" >&2
     failed=1
 fi
