@@ -804,3 +804,122 @@ async fn inb_75_sigterm_during_an_intake_acknowledges_what_it_stored() {
     assert_eq!(service.stop(), Some(0));
     schema.drop().await;
 }
+
+/// CFG-53, CFG-77, CFG-100, OPS-25, DST-5: `queuebox check` validates every NATS key with the
+/// spec's messages, and a server URL that carries a password is shown masked, never as written.
+#[test]
+fn cfg_77_cfg_100_check_validates_the_nats_keys_and_masks_server_urls() {
+    use support::process::{Scratch, queuebox, stderr};
+    let scratch = Scratch::new("nats-check");
+    let file = scratch.write(
+        "q.yml",
+        "database:\n  url: postgres://app@db:5432/app\n\
+sources:\n  jobs:\n    type: nats\n    consumption: pull\n    servers: http://app:hunter2@nats:4222\n    stream: \" \"\n    ackWaitMs: 0\n    batchSize: 0\n    username: app\n    token: s3cr3t-token\n\
+destinations:\n  events:\n    type: nats\n    servers: nats://nats:4222\n    timeoutMs: 0\n    password: hunter2\n\
+routes:\n  - topicPattern: \"**\"\n    destination: events\n",
+    );
+    let output = queuebox(scratch.path())
+        .args(["check", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output);
+    for expected in [
+        "- destinations.events: set subject or subjectFrom",
+        "- destinations.events.password: needs username",
+        "- destinations.events.timeoutMs: must be",
+        "- sources.jobs.ackWaitMs: must be",
+        "- sources.jobs.batchSize: must be",
+        "- sources.jobs.durable: ",
+        "- sources.jobs.servers: must be nats://host:port URLs separated by commas",
+        "- sources.jobs.stream: ",
+        "- sources.jobs.token: not together with username",
+        "- sources.jobs.username: needs password",
+    ] {
+        assert!(
+            text.lines().any(|line| line.starts_with(expected)),
+            "{expected:?} missing in:\n{text}"
+        );
+    }
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(!text.contains("s3cr3t-token"), "{text}");
+}
+
+/// INB-73, DST-43, INB-76: the start line of a NATS source names its servers with the user
+/// information masked; no log line of a run carries the password or the token.
+#[tokio::test(flavor = "multi_thread")]
+async fn inb_73_credentials_never_reach_a_log_line() {
+    let schema = TestSchema::create("nats_mask").await;
+    // A port where nothing listens: the source keeps trying and logs why.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = format!(
+        r#"database:
+  url: "{db}"
+server:
+  httpPort: 0
+sources:
+  jobs:
+    type: nats
+    consumption: pull
+    servers: nats://app:hunter2@127.0.0.1:{port}
+    stream: JOBS
+    durable: queuebox
+destinations:
+  events:
+    type: nats
+    servers: nats://127.0.0.1:{port}
+    subject: events
+    token: s3cr3t-token
+    timeoutMs: 500
+routes:
+  - topicPattern: "**"
+    destination: events
+"#,
+        db = schema.queuebox_url(),
+    );
+    let mut service = Service::start("nats-mask", &config);
+    service.wait_for_log(Duration::from_secs(20), "cannot reach nats://***@127.0.0.1");
+    schema
+        .client()
+        .batch_execute("INSERT INTO outbox (topic, payload, max_attempts) VALUES ('t', '{}', 1)")
+        .await
+        .unwrap();
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM outbox WHERE state = 'dead'",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
+    let last_error: String = schema
+        .client()
+        .query_one("SELECT last_error FROM outbox", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        last_error.starts_with("The publish to 'events' failed."),
+        "{last_error}"
+    );
+    let readiness = service.get("/health/ready");
+    assert_eq!(readiness.0, 503);
+    assert!(
+        readiness
+            .1
+            .contains(r#""nats.jobs":{"status":"down","reason":"failed"}"#),
+        "{}",
+        readiness.1
+    );
+    service.drain_log();
+    let log = serde_json::to_string(&service.log).unwrap();
+    assert!(!log.contains("hunter2"), "{log}");
+    assert!(!log.contains("s3cr3t-token"), "{log}");
+    assert!(!last_error.contains("s3cr3t-token"));
+    assert_eq!(service.stop(), Some(0));
+    schema.drop().await;
+}
