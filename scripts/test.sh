@@ -22,8 +22,10 @@ record() { # suite, passed, failed[, extra]
 
 # MariaDB: the MySQL store (crates/queuebox-store-mysql) and the pull clients' MySQL/MariaDB
 # contract cases (queuebox-inbox, Go) need it. RabbitMQ: the queuebox-amqp tests and the
-# binary's RabbitMQ end-to-end tests.
-if ! scripts/services.sh postgres mariadb rabbitmq; then
+# binary's RabbitMQ end-to-end tests. NATS with JetStream: the NATS source and destination tests
+# (crates/queuebox-nats, crates/queuebox/tests/nats_e2e.rs), which also run private nats-server
+# instances of their own.
+if ! scripts/services.sh postgres mariadb rabbitmq nats; then
     echo "test.sh: a server the tests need could not be started" >&2
     failed=1
 fi

@@ -14,6 +14,7 @@ pub mod inbox;
 pub mod intake;
 pub mod jsonpath;
 pub mod layout;
+pub mod outgoing_headers;
 pub mod publish_time;
 pub mod rawjson;
 pub mod readiness;

@@ -23,6 +23,7 @@ use queuebox_http::destination::{
     SharedHttp,
 };
 use queuebox_http::source::HttpSourceRoute;
+use queuebox_nats::{NatsDestination, NatsSource};
 use queuebox_store::Store;
 use queuebox_telemetry::Metrics;
 
@@ -36,10 +37,11 @@ pub fn check_runnable(config: &Config) -> Result<(), StartError> {
     let mut gaps = Vec::new();
     for (name, destination) in &config.destinations {
         let runnable = match destination.kind {
-            DestinationKind::Http(_) | DestinationKind::Log(_) | DestinationKind::Rabbitmq(_) => {
-                true
-            }
-            DestinationKind::Kafka(_) | DestinationKind::Nats(_) => false,
+            DestinationKind::Http(_)
+            | DestinationKind::Log(_)
+            | DestinationKind::Rabbitmq(_)
+            | DestinationKind::Nats(_) => true,
+            DestinationKind::Kafka(_) => false,
         };
         if !runnable {
             gaps.push(format!(
@@ -62,8 +64,8 @@ pub fn check_runnable(config: &Config) -> Result<(), StartError> {
     }
     for (name, source) in &config.sources {
         let runnable = match source.kind {
-            SourceKind::Http(_) | SourceKind::Rabbitmq(_) => true,
-            SourceKind::Kafka(_) | SourceKind::Nats(_) => false,
+            SourceKind::Http(_) | SourceKind::Rabbitmq(_) | SourceKind::Nats(_) => true,
+            SourceKind::Kafka(_) => false,
         };
         if !runnable {
             gaps.push(format!(
@@ -193,8 +195,12 @@ pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, S
                 rabbitmq.insert(name, Arc::clone(&built));
                 built
             }
+            DestinationKind::Nats(_) => Arc::new(
+                NatsDestination::from_config(destination)
+                    .map_err(|err| StartError::new("build the destinations", err))?,
+            ),
             // `check_runnable` has refused these before we get here.
-            DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {
+            DestinationKind::Kafka(_) => {
                 return Err(StartError::new(
                     "build the destinations",
                     format!(
@@ -265,8 +271,11 @@ pub fn build_sources(config: &Config) -> Result<SourceParts, StartError> {
                     .ok_or_else(|| failed(format!("'{name}' is not a rabbitmq source")))?;
                 parts.brokers.push(Box::new(RabbitmqSource::new(settings)));
             }
+            SourceKind::Nats(_) => parts
+                .brokers
+                .push(Box::new(NatsSource::from_config(source))),
             // `check_runnable` has refused these before we get here.
-            SourceKind::Kafka(_) | SourceKind::Nats(_) => {
+            SourceKind::Kafka(_) => {
                 return Err(failed(format!(
                     "this build of QueueBox has no consumer for '{name}' of type '{}'",
                     source.kind.type_name()

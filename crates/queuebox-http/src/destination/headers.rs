@@ -1,15 +1,11 @@
 //! The headers a destination sends: reserved names, the four groups and their precedence
 //! (DST-8, DST-9, DST-10), shared by the HTTP and `log` destinations.
 
-use std::collections::HashSet;
-
 use queuebox_core::Secret;
 
 use super::DestinationError;
 
-/// Reserved for every destination kind (DST-8): only QueueBox sets them.
-pub(crate) const RESERVED_COMMON: &[&str] =
-    &["x-message-id", "x-topic", "x-attempt", "x-message-key"];
+pub(crate) use queuebox_core::outgoing_headers::{Assembled, Groups, assemble, is_reserved};
 
 /// Reserved for HTTP in addition (DST-8): a stored header must never be able to change the
 /// framing or the routing of the request.
@@ -27,74 +23,6 @@ pub(crate) const RESERVED_HTTP: &[&str] = &[
     "expect",
     "content-encoding",
 ];
-
-pub(crate) fn is_reserved(name: &str, extra: &[&str]) -> bool {
-    RESERVED_COMMON
-        .iter()
-        .chain(extra)
-        .any(|reserved| reserved.eq_ignore_ascii_case(name))
-}
-
-/// The four groups of DST-9, highest first.
-pub(crate) struct Groups<'a> {
-    /// Set by QueueBox from the row; always wins.
-    pub standard: Vec<(String, String)>,
-    pub row: &'a [(String, String)],
-    pub auth: Option<(&'a str, &'a str)>,
-    pub statics: &'a [(String, Secret)],
-}
-
-/// The headers to send, in order, each name once; plus the row headers that were left out.
-#[derive(Debug, Default, PartialEq)]
-pub(crate) struct Assembled {
-    pub headers: Vec<(String, String)>,
-    pub reserved_dropped: Vec<String>,
-    pub uncarriable_dropped: Vec<String>,
-}
-
-impl Assembled {
-    pub(crate) fn contains(&self, name: &str) -> bool {
-        self.headers
-            .iter()
-            .any(|(n, _)| n.eq_ignore_ascii_case(name))
-    }
-}
-
-/// Merges the groups by DST-9: per name (any letter case) the highest group wins and its
-/// spelling is kept. Row headers with a reserved name, or that the protocol cannot carry
-/// (`can_carry`), are dropped and reported. Static and auth headers were checked at start.
-pub(crate) fn assemble(
-    groups: Groups<'_>,
-    reserved_extra: &[&str],
-    can_carry: impl Fn(&str, &str) -> bool,
-) -> Assembled {
-    let mut out = Assembled::default();
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut push = |out: &mut Assembled, name: &str, value: &str| {
-        if seen.insert(name.to_ascii_lowercase()) {
-            out.headers.push((name.to_owned(), value.to_owned()));
-        }
-    };
-    for (name, value) in &groups.standard {
-        push(&mut out, name, value);
-    }
-    for (name, value) in groups.row {
-        if is_reserved(name, reserved_extra) {
-            out.reserved_dropped.push(name.clone());
-        } else if !can_carry(name, value) {
-            out.uncarriable_dropped.push(name.clone());
-        } else {
-            push(&mut out, name, value);
-        }
-    }
-    if let Some((name, value)) = groups.auth {
-        push(&mut out, name, value);
-    }
-    for (name, value) in groups.statics {
-        push(&mut out, name, value.expose());
-    }
-    out
-}
 
 /// Logs the row headers `assemble` left out: a debug line per reserved name, one warning per
 /// delivery for the rest (DST-8, DST-10). Names are printed escaped (they may hold a CR or LF);
