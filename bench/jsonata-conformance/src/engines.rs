@@ -53,7 +53,10 @@ impl Engine for JlensCore {
             Ok(c) => c,
             Err(e) => return Outcome::Error(Some(e.code().to_owned())),
         };
-        let bound: jlens_core::Bindings = bindings.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let bound: jlens_core::Bindings = bindings
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let mut options = jlens_core::Options::new();
         if let Some(ms) = timelimit_ms {
             options = options.timeout(std::time::Duration::from_millis(ms));
@@ -108,7 +111,11 @@ mod candidates {
             let mut evaluator = Evaluator::with_options(context, options);
             match evaluator.evaluate(&ast, &data) {
                 Ok(JValue::Undefined) => Outcome::Undefined,
-                Ok(v) => match v.to_json_string().ok().and_then(|s| serde_json::from_str(&s).ok()) {
+                Ok(v) => match v
+                    .to_json_string()
+                    .ok()
+                    .and_then(|s| serde_json::from_str(&s).ok())
+                {
                     Some(json) => Outcome::Value(json),
                     None => Outcome::Error(None),
                 },
@@ -142,7 +149,11 @@ mod candidates {
             let result = if timelimit_ms.is_some() || depth.is_some() {
                 // jsonata-rs binds variables only through `evaluate`, which has no limits; the
                 // limited cases of the suite bind none.
-                compiled.evaluate_timeboxed(text.as_deref(), depth, timelimit_ms.map(|t| t as usize))
+                compiled.evaluate_timeboxed(
+                    text.as_deref(),
+                    depth,
+                    timelimit_ms.map(|t| t as usize),
+                )
             } else {
                 let refs: std::collections::HashMap<&str, &Value> =
                     bindings.iter().map(|(k, v)| (k.as_str(), v)).collect();
@@ -187,7 +198,11 @@ mod candidates {
                 config.max_depth = Some(depth);
             }
             let null = Value::Null;
-            match compiled.evaluate_with_config_and_bindings(input.unwrap_or(&null), &config, Some(bindings)) {
+            match compiled.evaluate_with_config_and_bindings(
+                input.unwrap_or(&null),
+                &config,
+                Some(bindings),
+            ) {
                 Ok(v) => Outcome::Value(v),
                 Err(e) => Outcome::Error(Some(e.code().to_owned())),
             }

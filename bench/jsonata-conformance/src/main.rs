@@ -51,7 +51,10 @@ fn main() -> anyhow::Result<()> {
     let cases = suite::load(&suite_dir)
         .with_context(|| format!("reading the JSONata test suite in {}", suite_dir.display()))?;
     if engine_names.is_empty() || engine_names.iter().any(|n| n == "all") {
-        engine_names = engines::available().iter().map(|e| e.name().to_owned()).collect();
+        engine_names = engines::available()
+            .iter()
+            .map(|e| e.name().to_owned())
+            .collect();
     }
     let mut below_floor = Vec::new();
     for name in &engine_names {
@@ -132,7 +135,10 @@ fn run_engine(engine: &'static dyn Engine, cases: &[Case], verbose: bool) -> f64
     println!("| group | passed | cases | rate |");
     println!("|---|---|---|---|");
     for (group, (p, n)) in &groups {
-        println!("| {group} | {p} | {n} | {:.1}% |", 100.0 * *p as f64 / *n as f64);
+        println!(
+            "| {group} | {p} | {n} | {:.1}% |",
+            100.0 * *p as f64 / *n as f64
+        );
     }
     let rate = 100.0 * passed_all as f64 / cases.len() as f64;
     println!(
@@ -207,7 +213,10 @@ fn json_equal(a: &serde_json::Value, b: &serde_json::Value, unordered: bool) -> 
     use serde_json::Value as V;
     match (a, b) {
         (V::Number(x), V::Number(y)) => {
-            let (x, y) = (x.as_f64().unwrap_or(f64::NAN), y.as_f64().unwrap_or(f64::NAN));
+            let (x, y) = (
+                x.as_f64().unwrap_or(f64::NAN),
+                y.as_f64().unwrap_or(f64::NAN),
+            );
             x == y
         }
         (V::Array(x), V::Array(y)) if unordered => {

@@ -38,7 +38,11 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<Case>> {
     for entry in std::fs::read_dir(dir.join("datasets"))? {
         let path = entry?.path();
         if path.extension().is_some_and(|e| e == "json") {
-            let name = path.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+            let name = path
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
             datasets.insert(name, read_json(&path)?);
         }
     }
@@ -49,14 +53,22 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<Case>> {
     groups.sort();
     let mut cases = Vec::new();
     for group_dir in groups {
-        let group = group_dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let group = group_dir
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
         let mut files: Vec<_> = std::fs::read_dir(&group_dir)?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|e| e == "json"))
             .collect();
         files.sort();
         for file in files {
-            let stem = file.file_stem().unwrap_or_default().to_string_lossy().into_owned();
+            let stem = file
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
             let parsed = match read_json(&file) {
                 Ok(v) => v,
                 Err(e) => {
@@ -75,7 +87,11 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<Case>> {
                 }
             };
             let list = match parsed {
-                Value::Array(items) => items.into_iter().enumerate().map(|(i, c)| (format!("{stem}#{i}"), c)).collect(),
+                Value::Array(items) => items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, c)| (format!("{stem}#{i}"), c))
+                    .collect(),
                 one => vec![(stem, one)],
             };
             for (name, raw) in list {
@@ -93,7 +109,8 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<Case>> {
 }
 
 fn read_json(path: &Path) -> anyhow::Result<Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
@@ -111,9 +128,12 @@ fn parse_case(
     };
     let input = match (raw.get("data"), raw.get("dataset")) {
         (Some(data), _) => Some(data.clone()),
-        (None, Some(Value::String(name))) => {
-            Some(datasets.get(name).with_context(|| format!("no dataset {name}"))?.clone())
-        }
+        (None, Some(Value::String(name))) => Some(
+            datasets
+                .get(name)
+                .with_context(|| format!("no dataset {name}"))?
+                .clone(),
+        ),
         _ => None,
     };
     let bindings = match raw.get("bindings") {
@@ -122,7 +142,11 @@ fn parse_case(
     };
     let expected = if let Some(code) = raw.get("code").and_then(Value::as_str) {
         Expected::Error(code.to_owned())
-    } else if let Some(code) = raw.get("error").and_then(|e| e.get("code")).and_then(Value::as_str) {
+    } else if let Some(code) = raw
+        .get("error")
+        .and_then(|e| e.get("code"))
+        .and_then(Value::as_str)
+    {
         Expected::Error(code.to_owned())
     } else if raw.get("undefinedResult").and_then(Value::as_bool) == Some(true) {
         Expected::Undefined
@@ -139,7 +163,10 @@ fn parse_case(
         bindings,
         timelimit: raw.get("timelimit").and_then(Value::as_u64),
         depth: raw.get("depth").and_then(Value::as_u64).map(|d| d as usize),
-        unordered: raw.get("unordered").and_then(Value::as_bool).unwrap_or(false),
+        unordered: raw
+            .get("unordered")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
         expected,
     })
 }
