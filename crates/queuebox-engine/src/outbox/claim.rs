@@ -112,6 +112,7 @@ fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow) {
         Prepared::Publish {
             message,
             destination,
+            transforms,
             max_attempts,
             log,
         } => {
@@ -130,6 +131,7 @@ fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow) {
                 depth: DepthGuard::new(handles.depth()),
                 handles,
                 destination,
+                transforms,
                 max_attempts,
                 log,
                 token,
