@@ -46,7 +46,7 @@ impl Stage {
 }
 
 /// One transform block, ready to run.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct StageTransform {
     stage: Stage,
     /// The block's configuration path, such as `routes[1].transform` (TRF-22).
@@ -54,6 +54,7 @@ pub struct StageTransform {
     expression: Expression,
     on_error: OnError,
     pool: Pool,
+    metrics: Metrics,
 }
 
 /// What a failed stage asks of its caller: the strategy (never `Skip`, which the stage handles
@@ -72,6 +73,17 @@ pub struct MessageIds<'a> {
     pub correlation_id: &'a str,
 }
 
+impl std::fmt::Debug for StageTransform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StageTransform")
+            .field("stage", &self.stage)
+            .field("path", &self.path)
+            .field("expression", &self.expression)
+            .field("on_error", &self.on_error)
+            .finish()
+    }
+}
+
 impl StageTransform {
     /// Compiles `expression` once (TRF-3); the error is the engine's reason.
     pub fn compile(
@@ -81,6 +93,7 @@ impl StageTransform {
         limits: Limits,
         on_error: OnError,
         pool: Pool,
+        metrics: Metrics,
     ) -> Result<Self, CompileError> {
         Ok(Self {
             stage,
@@ -88,6 +101,7 @@ impl StageTransform {
             expression: Expression::compile(expression, limits)?,
             on_error,
             pool,
+            metrics,
         })
     }
 
@@ -101,7 +115,6 @@ impl StageTransform {
         &self,
         input: Value,
         variables: Variables,
-        metrics: &Metrics,
         ids: &MessageIds<'_>,
     ) -> Result<Option<Value>, Rejected> {
         let failure = match self.pool.evaluate(&self.expression, input, variables).await {
@@ -109,7 +122,7 @@ impl StageTransform {
             Err(failure) => failure,
         };
         let reason = failure.reason();
-        metrics.transform_failures(self.on_error.label()).inc();
+        self.metrics.transform_failures(self.on_error.label()).inc();
         // TRF-22: the ids, never the payload; the reason is redacted already (TRF-16).
         tracing::warn!(
             stage = self.stage.as_str(),

@@ -18,9 +18,9 @@ use tracing::Level;
 use super::PollerContext;
 use super::held::Stage;
 use super::route::OutboxTransforms;
-use crate::transform::{MessageIds, OnError, Rejected};
 use super::row::{RowLog, jitter, row_event, terminal_write};
 use super::writer::Completion;
+use crate::transform::{MessageIds, OnError, Rejected};
 use queuebox_telemetry::{CounterHandle, DestinationType, GaugeHandle, Metrics, PublishOutcome};
 
 /// The metric series of one destination, looked up once at start (the lookup takes a lock).
@@ -165,7 +165,7 @@ async fn publish(
         let transformed = tokio::select! {
             biased;
             () = job.token.cancelled() => return,
-            transformed = transform(&shared, &job) => transformed,
+            transformed = transform(&job) => transformed,
         };
         match transformed {
             Ok(message) => message,
@@ -223,10 +223,7 @@ async fn publish(
 /// The route stage, then the destination stage (TRF-5): each takes the previous output, a
 /// `Skip` passes its input on (TRF-17). `Ok(None)` when no stage produced an output, so the
 /// stored payload text is published as it is (DST-7).
-async fn transform(
-    shared: &PollerContext,
-    job: &Job,
-) -> Result<Option<OutgoingMessage>, Rejected> {
+async fn transform(job: &Job) -> Result<Option<OutgoingMessage>, Rejected> {
     let message = &job.message;
     let mut value: serde_json::Value =
         serde_json::from_str(&message.payload).map_err(|_| Rejected {
@@ -248,10 +245,7 @@ async fn transform(
         .flatten()
     {
         let variables = Variables::outbox_stage(&id, &message.topic, attempt);
-        if let Some(output) = stage
-            .run(value.clone(), variables, &shared.metrics, &ids)
-            .await?
-        {
+        if let Some(output) = stage.run(value.clone(), variables, &ids).await? {
             value = output;
             changed = true;
         }

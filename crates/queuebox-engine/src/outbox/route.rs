@@ -77,7 +77,10 @@ mod tests {
             ("**", "catch-all"),
             ("order.created", "never"),
         ]);
-        assert_eq!(route(&routes, "order.created").unwrap().destination.name(), "orders");
+        assert_eq!(
+            route(&routes, "order.created").unwrap().destination.name(),
+            "orders"
+        );
         assert_eq!(
             route(&routes, "order.item.added")
                 .unwrap()
@@ -85,7 +88,10 @@ mod tests {
                 .name(),
             "catch-all"
         );
-        assert_eq!(route(&routes, "invoice.paid").unwrap().destination.name(), "catch-all");
+        assert_eq!(
+            route(&routes, "invoice.paid").unwrap().destination.name(),
+            "catch-all"
+        );
     }
 
     #[test]
