@@ -234,3 +234,203 @@ fn inb_4_an_http_source_without_a_key_step_cannot_be_built() {
         PipelineError::NoKeyStep(SourceName::new("orders"))
     );
 }
+
+mod expressions {
+    //! Key expressions and the source transform in the pipeline (transforms.md §5, §6).
+
+    use queuebox_telemetry::Metrics;
+    use queuebox_transform::{Expression, Limits, Pool};
+
+    use super::*;
+    use crate::transform::{OnError, Stage, StageTransform};
+
+    fn pool() -> Pool {
+        Pool::new(1).unwrap()
+    }
+
+    fn key(attribute: &str, source: &str) -> Option<KeyExpression> {
+        Some(KeyExpression {
+            path: format!("sources.orders.{attribute}"),
+            expression: Expression::compile(source, Limits::KEY_EXPRESSION).unwrap(),
+        })
+    }
+
+    fn transform(source: &str, on_error: OnError) -> Option<StageTransform> {
+        Some(
+            StageTransform::compile(
+                Stage::Source,
+                "sources.orders.transform",
+                source,
+                Limits::KEY_EXPRESSION,
+                on_error,
+                pool(),
+                Metrics::new("test"),
+            )
+            .unwrap(),
+        )
+    }
+
+    fn with(protocol: IntakeProtocol, expressions: SourceExpressions) -> SourcePipeline {
+        SourcePipeline::with_expressions(spec(protocol), expressions).unwrap()
+    }
+
+    /// TRF-26: on HTTP the header wins over the expression, the expression over the path; an
+    /// object result (TRF-28) or a failing expression (TRF-29) falls through to the path.
+    #[tokio::test]
+    async fn trf_26_the_expression_step_sits_between_the_header_and_the_path() {
+        let pipeline = with(
+            IntakeProtocol::Http,
+            SourceExpressions {
+                idempotency_key: key("idempotencyKeyExpression", "'k-' & ref"),
+                event_type: key("eventTypeExpression", "kind"),
+                aggregate_id: key("aggregateIdExpression", "$number(agg) + 0"),
+                pool: Some(pool()),
+                ..SourceExpressions::default()
+            },
+        );
+        let body = br#"{"id": "p", "ref": " r1 ", "type": "t-path", "kind": {"a": 1}, "orderId": "o-path", "agg": "x"}"#;
+        let r = row(pipeline.admit(message(&[], body, Default::default())).await);
+        assert_eq!(
+            r.idempotency_key, "k- r1",
+            "the expression's string, trimmed outside only"
+        );
+        assert_eq!(
+            r.event_type.as_deref(),
+            Some("t-path"),
+            "an object falls through"
+        );
+        assert_eq!(
+            r.aggregate_id.as_deref(),
+            Some("o-path"),
+            "a failure falls through"
+        );
+        let r = row(pipeline
+            .admit(message(
+                &[("Idempotency-Key", "h")],
+                body,
+                Default::default(),
+            ))
+            .await);
+        assert_eq!(r.idempotency_key, "h", "the header comes first");
+        // Only the expression: an HTTP source may have no path and no header (INB-4 rule 1).
+        let mut rules = spec(IntakeProtocol::Http);
+        rules.idempotency_key = AttributeSteps {
+            header: None,
+            paths: Vec::new(),
+        };
+        let only = SourcePipeline::with_expressions(
+            rules,
+            SourceExpressions {
+                idempotency_key: key("idempotencyKeyExpression", "orderId"),
+                pool: Some(pool()),
+                ..SourceExpressions::default()
+            },
+        )
+        .unwrap();
+        let r = row(only
+            .admit(message(&[], br#"{"orderId": 42}"#, Default::default()))
+            .await);
+        assert_eq!(
+            r.idempotency_key, "42",
+            "TRF-30: a whole number without a fraction"
+        );
+        let Admission::Settle(IntakeOutcome::Refused(Refusal::NoKey { tried })) = only
+            .admit(message(&[], br#"{"items": [1, 2]}"#, Default::default()))
+            .await
+        else {
+            panic!("an array is no value, and the chain ends: 400")
+        };
+        assert_eq!(tried, "expression sources.orders.idempotencyKeyExpression");
+    }
+
+    /// TRF-26: on a broker the aggregate id and event type try the expression first, before
+    /// the path and the header.
+    #[tokio::test]
+    async fn trf_26_a_broker_reads_the_expression_before_the_path_and_the_header() {
+        let pipeline = with(
+            IntakeProtocol::Rabbitmq,
+            SourceExpressions {
+                event_type: key("eventTypeExpression", "'from-expr'"),
+                pool: Some(pool()),
+                ..SourceExpressions::default()
+            },
+        );
+        let r = row(pipeline
+            .admit(message(
+                &[("x-event-type", "from-header")],
+                br#"{"id": "1", "type": "from-path"}"#,
+                amqp_id("m"),
+            ))
+            .await);
+        assert_eq!(r.event_type.as_deref(), Some("from-expr"));
+    }
+
+    /// TRF-17, TRF-18 (broker source): `Fail` and `Dead` store the original payload as one
+    /// `dead` row with `Transform failed: <reason>`, never `pending`; `Skip` stores it
+    /// `pending`. A success stores the output.
+    #[tokio::test]
+    async fn trf_18_a_broker_transform_failure_stores_one_dead_row_with_the_original_payload() {
+        let body = br#"{"id": "1", "n": 1}"#;
+        for on_error in [OnError::Fail, OnError::Dead] {
+            let pipeline = with(
+                IntakeProtocol::Kafka,
+                SourceExpressions {
+                    transform: transform("n + 'x'", on_error),
+                    ..SourceExpressions::default()
+                },
+            );
+            let r = row(pipeline.admit(message(&[], body, amqp_id("k"))).await);
+            assert_eq!(r.state, StoredState::Dead, "{on_error:?}");
+            assert_eq!(r.payload, std::str::from_utf8(body).unwrap());
+            let error = r.last_error.unwrap();
+            assert!(error.starts_with("Transform failed: T2002: "), "{error}");
+            assert_eq!(
+                dead_row_rejection_reason(&r.payload, &error),
+                "transform_failed"
+            );
+        }
+        let skip = with(
+            IntakeProtocol::Nats,
+            SourceExpressions {
+                transform: transform("n + 'x'", OnError::Skip),
+                ..SourceExpressions::default()
+            },
+        );
+        let r = row(skip.admit(message(&[], body, amqp_id("k"))).await);
+        assert_eq!((r.state, r.last_error), (StoredState::Pending, None));
+        assert_eq!(r.payload, std::str::from_utf8(body).unwrap());
+        let ok = with(
+            IntakeProtocol::Rabbitmq,
+            SourceExpressions {
+                transform: transform("{'m': n * 10, 'src': $source}", OnError::Fail),
+                ..SourceExpressions::default()
+            },
+        );
+        let r = row(ok.admit(message(&[], body, amqp_id("k"))).await);
+        assert_eq!(r.state, StoredState::Pending);
+        assert_eq!(
+            serde_json::from_str::<Value>(&r.payload).unwrap(),
+            serde_json::json!({"m": 10, "src": "orders"})
+        );
+    }
+
+    fn dead_row_rejection_reason(payload: &str, error: &str) -> &'static str {
+        let row = NewInboxRow {
+            id: Uuid::now_v7(),
+            source: "orders".into(),
+            idempotency_key: "1".into(),
+            aggregate_id: None,
+            event_type: None,
+            payload: payload.into(),
+            headers: "{}".into(),
+            consumption: Consumption::Push,
+            correlation_id: None,
+            schedule: Schedule::AfterReceipt {
+                delay: Duration::ZERO,
+            },
+            state: StoredState::Dead,
+            last_error: Some(error.into()),
+        };
+        dead_row_rejection(&row).as_str()
+    }
+}
