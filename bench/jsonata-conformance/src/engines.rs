@@ -33,7 +33,9 @@ pub fn by_name(name: &str) -> Option<&'static dyn Engine> {
     available().into_iter().find(|e| e.name() == name)
 }
 
-/// `jlens-core`, the engine QueueBox uses (docs/transforms.md).
+use queuebox_transform::engine as jlens_core;
+
+/// `jlens-core`, the engine QueueBox uses (docs/transforms.md), as queuebox-transform pins it.
 pub struct JlensCore;
 
 impl Engine for JlensCore {

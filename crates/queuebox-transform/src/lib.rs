@@ -21,6 +21,10 @@ pub use key::{KeyCandidate, key_value};
 pub use pool::Pool;
 pub use variables::Variables;
 
+/// The pinned engine itself, for the conformance harness (bench/jsonata-conformance), so that
+/// the harness always measures the version QueueBox runs.
+pub use jlens_core as engine;
+
 /// The fixed ceiling on the items of one result sequence (TRF-10).
 pub const MAX_SEQUENCE_ITEMS: usize = 1_000_000;
 /// The fixed ceiling on the serialized size of a result, in bytes (TRF-10).
