@@ -68,6 +68,17 @@ doc_failed=$(grep -Eo '[0-9]+ failed' "$logs/doc.log" | awk '{s+=$1} END {print 
 if [ "$doc_status" != 0 ] && [ "$doc_failed" = 0 ]; then doc_failed=1; fi
 record doc "$doc_passed" "$doc_failed"
 
+# The pinned JSONata engine against JSONata's own reference suite (../shared), with a floor at
+# the pass rate measured when the engine was chosen (docs/transforms.md): 1680 of 1686 cases.
+if cargo run --quiet -p jsonata-conformance -- --engine jlens-core --floor 99.64 >"$logs/jsonata.log" 2>&1; then
+    grep -E '^overall' "$logs/jsonata.log"
+    record jsonata 1 0
+else
+    cat "$logs/jsonata.log" >&2
+    echo "test.sh: the JSONata conformance of the engine fell below its floor, or the suite is missing" >&2
+    record jsonata 0 1
+fi
+
 # Each client library runs its own suite; its last line is "<name>: N passed, M failed".
 run_client_suite() { # name, script
     local name=$1 script=$2 log="$logs/$1.log"

@@ -154,8 +154,7 @@ pub enum OnError {
     Dead,
 }
 
-/// A transform block (CFG-80). There is no JSONata engine in this build yet: the expression is
-/// checked to be non-blank here, and compile checking arrives with the engine.
+/// A transform block (CFG-80); its expression compiled when the configuration loaded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TransformConfig {
     pub expression: String,

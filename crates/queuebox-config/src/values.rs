@@ -337,10 +337,15 @@ pub(crate) fn identifier(cx: &mut Cx<'_>, path: &str, node: &Node) -> Option<Sql
     }
 }
 
-/// A JSONata expression. There is no JSONata engine in this build yet, so the check is that
-/// the expression is not blank; compile checking (CFG-114) arrives with the engine.
+/// A JSONata expression: not blank, and it compiles with the engine that runs it (CFG-114,
+/// TRF-39), so `check` catches a bad one before a deploy.
 pub(crate) fn expression(cx: &mut Cx<'_>, path: &str, node: &Node) -> Option<String> {
-    non_blank(cx, path, node)
+    let text = non_blank(cx, path, node)?;
+    if let Err(reason) = queuebox_transform::check(&text) {
+        cx.error_at(path, node, &format!("does not compile: {reason}"));
+        return None;
+    }
+    Some(text)
 }
 
 /// The name of a source or destination (CFG-24).

@@ -77,16 +77,10 @@ fn cfg_21_unreadable_secret_file_names_key_and_file_never_content() {
 #[test]
 fn cfg_21_file_prefix_on_a_key_that_is_not_secret_has_no_meaning() {
     let loaded = ok(&with_db(
-        "sources:\n  s:\n    path: /s\n    consumption: pull\n    idempotencyKeyHeader: X-Id\n    transform:\n      expression: file:/x\n",
+        "sources:\n  s:\n    path: /s\n    consumption: pull\n    idempotencyKeyHeader: X-Id\n    topic: file:/x\n",
     ));
-    assert_eq!(
-        loaded.config.sources["s"]
-            .transform
-            .as_ref()
-            .unwrap()
-            .expression,
-        "file:/x"
-    );
+    // A topic template is literal text around placeholders: the prefix is just text.
+    assert_eq!(loaded.config.sources["s"].topic.as_str(), "file:/x");
 }
 
 #[test]

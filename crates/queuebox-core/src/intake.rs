@@ -81,6 +81,9 @@ pub enum Refusal {
     InvalidJson,
     /// No step of the idempotency-key chain gave a value; `tried` names the steps (INB-39).
     NoKey { tried: String },
+    /// The source transform failed with `onError: Fail` or `Dead` on an HTTP source (TRF-17);
+    /// `error` is `Transform failed: <reason>`, redacted.
+    TransformFailed { error: String },
 }
 
 /// The outcome of one message.

@@ -9,5 +9,6 @@ pub mod pipeline;
 pub mod relay;
 mod repeat;
 pub mod retention;
+pub mod transform;
 
 pub use error::EngineError;

@@ -59,6 +59,7 @@ fn catch_all(destination: Arc<dyn Destination>) -> Vec<Route> {
     vec![Route {
         pattern: TopicGlob::parse("**").unwrap(),
         destination,
+        transforms: Default::default(),
     }]
 }
 

@@ -75,7 +75,7 @@ async fn start(config: Config) -> Result<Service, StartError> {
     wiring::check_admin(&config)?;
     let metrics = Metrics::new(env!("CARGO_PKG_VERSION"));
     let outbox = wiring::build_outbox(&config, &metrics)?;
-    let mut sources = wiring::build_sources(&config)?;
+    let mut sources = wiring::build_sources(&config, &metrics)?;
     if config.http.block_private_addresses {
         check_private_addresses(&outbox.outbound_urls)
             .await

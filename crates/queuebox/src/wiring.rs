@@ -16,8 +16,9 @@ use queuebox_config::{
     DestinationKind, SourceKind,
 };
 use queuebox_core::{Destination, Secret, Source};
-use queuebox_engine::outbox::Route;
-use queuebox_engine::pipeline::SourcePipeline;
+use queuebox_engine::outbox::{OutboxTransforms, Route};
+use queuebox_engine::pipeline::{KeyExpression, SourceExpressions, SourcePipeline};
+use queuebox_engine::transform::{Limits, OnError, Stage, StageTransform};
 use queuebox_http::destination::{
     HttpAuth, HttpDestination, HttpDestinationSettings, LogDestination, LogDestinationSettings,
     SharedHttp,
@@ -26,6 +27,7 @@ use queuebox_http::source::HttpSourceRoute;
 use queuebox_nats::{NatsDestination, NatsSource};
 use queuebox_store::Store;
 use queuebox_telemetry::Metrics;
+use queuebox_transform::{Expression, Pool};
 
 use crate::commands::store_error;
 use crate::startup::StartError;
@@ -49,18 +51,6 @@ pub fn check_runnable(config: &Config) -> Result<(), StartError> {
                 destination.kind.type_name()
             ));
         }
-        if destination.transform.is_some() {
-            gaps.push(format!(
-                "the transform of '{name}' (destinations.{name}.transform)"
-            ));
-        }
-    }
-    for (index, route) in config.routes.iter().enumerate() {
-        if route.transform.is_some() {
-            gaps.push(format!(
-                "the transform of route {index} (routes[{index}].transform)"
-            ));
-        }
     }
     for (name, source) in &config.sources {
         let runnable = match source.kind {
@@ -72,27 +62,6 @@ pub fn check_runnable(config: &Config) -> Result<(), StartError> {
                 "'{name}' of type '{}' (sources.{name})",
                 source.kind.type_name()
             ));
-        }
-        // JSONata arrives with the transforms; until then these keys would be ignored.
-        let expressions = [
-            (
-                "idempotencyKeyExpression",
-                source.idempotency_key_expression.is_some(),
-            ),
-            (
-                "aggregateIdExpression",
-                source.aggregate_id_expression.is_some(),
-            ),
-            (
-                "eventTypeExpression",
-                source.event_type_expression.is_some(),
-            ),
-            ("transform", source.transform.is_some()),
-        ];
-        for (key, set) in expressions {
-            if set {
-                gaps.push(format!("JSONata in sources.{name}.{key}"));
-            }
         }
     }
     // Configured features whose engine part comes in a later build.
@@ -215,7 +184,8 @@ pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, S
     let routes = config
         .routes
         .iter()
-        .map(|route| {
+        .enumerate()
+        .map(|(index, route)| {
             // CFG-103 guarantees the name exists; a gap here is a bug, reported, never a panic.
             let destination = destinations
                 .get(route.destination.as_str())
@@ -230,9 +200,36 @@ pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, S
                 Some(broker) => broker.for_route(route),
                 None => destination,
             };
+            let transforms = OutboxTransforms {
+                route: route
+                    .transform
+                    .as_ref()
+                    .map(|t| {
+                        stage_transform(
+                            Stage::Route,
+                            format!("routes[{index}].transform"),
+                            t,
+                            metrics,
+                        )
+                    })
+                    .transpose()?,
+                destination: config.destinations[route.destination.as_str()]
+                    .transform
+                    .as_ref()
+                    .map(|t| {
+                        stage_transform(
+                            Stage::Destination,
+                            format!("destinations.{}.transform", route.destination),
+                            t,
+                            metrics,
+                        )
+                    })
+                    .transpose()?,
+            };
             Ok(Route {
                 pattern: route.topic_pattern.clone(),
                 destination,
+                transforms,
             })
         })
         .collect::<Result<Vec<_>, StartError>>()?;
@@ -251,7 +248,7 @@ pub struct SourceParts {
     pub brokers: Vec<Box<dyn Source>>,
 }
 
-pub fn build_sources(config: &Config) -> Result<SourceParts, StartError> {
+pub fn build_sources(config: &Config, metrics: &Metrics) -> Result<SourceParts, StartError> {
     let failed = |err: String| StartError::new("build the sources", err);
     let mut parts = SourceParts {
         pipelines: Vec::new(),
@@ -259,8 +256,9 @@ pub fn build_sources(config: &Config) -> Result<SourceParts, StartError> {
         brokers: Vec::new(),
     };
     for (name, source) in &config.sources {
-        let pipeline =
-            SourcePipeline::new(source.inbox_rules()).map_err(|err| failed(err.to_string()))?;
+        let expressions = source_expressions(name, source, metrics)?;
+        let pipeline = SourcePipeline::with_expressions(source.inbox_rules(), expressions)
+            .map_err(|err| failed(err.to_string()))?;
         parts.pipelines.push(pipeline);
         match &source.kind {
             SourceKind::Http(_) => parts
@@ -284,6 +282,102 @@ pub fn build_sources(config: &Config) -> Result<SourceParts, StartError> {
         }
     }
     Ok(parts)
+}
+
+/// The one evaluation pool of the process (TRF-4), started with the first expression.
+fn transform_pool() -> Result<Pool, StartError> {
+    static POOL: std::sync::OnceLock<Pool> = std::sync::OnceLock::new();
+    if let Some(pool) = POOL.get() {
+        return Ok(pool.clone());
+    }
+    let pool = Pool::per_core().map_err(|err| {
+        StartError::new(
+            "build the transforms",
+            format!("the transform threads could not start: {err}"),
+        )
+    })?;
+    Ok(POOL.get_or_init(|| pool).clone())
+}
+
+/// A transform block, compiled (TRF-3). The loader compiled it already (TRF-39), so an error
+/// here is a defect, reported with the path.
+fn stage_transform(
+    stage: Stage,
+    path: String,
+    block: &queuebox_config::TransformConfig,
+    metrics: &Metrics,
+) -> Result<StageTransform, StartError> {
+    let on_error = match block.on_error {
+        queuebox_config::OnError::Fail => OnError::Fail,
+        queuebox_config::OnError::Skip => OnError::Skip,
+        queuebox_config::OnError::Dead => OnError::Dead,
+    };
+    let limits = Limits {
+        timeout: Duration::from_millis(block.timeout_ms),
+        max_depth: block.max_depth as usize,
+    };
+    StageTransform::compile(
+        stage,
+        path.clone(),
+        &block.expression,
+        limits,
+        on_error,
+        transform_pool()?,
+        metrics.clone(),
+    )
+    .map_err(|err| {
+        StartError::new(
+            "build the transforms",
+            format!("{path}.expression does not compile: {err}"),
+        )
+    })
+}
+
+/// A source's key expressions and transform (TRF-25, INB-47).
+fn source_expressions(
+    name: &str,
+    source: &queuebox_config::Source,
+    metrics: &Metrics,
+) -> Result<SourceExpressions, StartError> {
+    let key = |key: &str, text: &Option<String>| -> Result<Option<KeyExpression>, StartError> {
+        let Some(text) = text else { return Ok(None) };
+        let path = format!("sources.{name}.{key}");
+        let expression = Expression::compile(text, Limits::KEY_EXPRESSION).map_err(|err| {
+            StartError::new(
+                "build the transforms",
+                format!("{path} does not compile: {err}"),
+            )
+        })?;
+        Ok(Some(KeyExpression { path, expression }))
+    };
+    let mut expressions = SourceExpressions {
+        idempotency_key: key(
+            "idempotencyKeyExpression",
+            &source.idempotency_key_expression,
+        )?,
+        aggregate_id: key("aggregateIdExpression", &source.aggregate_id_expression)?,
+        event_type: key("eventTypeExpression", &source.event_type_expression)?,
+        transform: source
+            .transform
+            .as_ref()
+            .map(|t| {
+                stage_transform(
+                    Stage::Source,
+                    format!("sources.{name}.transform"),
+                    t,
+                    metrics,
+                )
+            })
+            .transpose()?,
+        pool: None,
+    };
+    if expressions.idempotency_key.is_some()
+        || expressions.aggregate_id.is_some()
+        || expressions.event_type.is_some()
+    {
+        expressions.pool = Some(transform_pool()?);
+    }
+    Ok(expressions)
 }
 
 fn static_headers(destination: &DestinationConfig) -> Vec<(String, Secret)> {

@@ -45,6 +45,10 @@ impl InboxIntake {
                 .metrics
                 .inbox_rejections(RejectionReason::ExtractionFailed)
                 .inc(),
+            IntakeOutcome::Refused(Refusal::TransformFailed { .. }) => self
+                .metrics
+                .inbox_rejections(RejectionReason::TransformFailed)
+                .inc(),
             // The writer counts what it stores; nothing else settles before storing.
             IntakeOutcome::New { .. }
             | IntakeOutcome::Duplicate
@@ -69,7 +73,7 @@ impl Intake for InboxIntake {
             });
         };
         let source = message.source.clone();
-        match pipeline.admit(message) {
+        match pipeline.admit(message).await {
             Admission::Settle(outcome) => {
                 self.count(&source, &outcome);
                 PendingOutcome::ready(outcome)

@@ -116,6 +116,7 @@ fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow, lease_deadl
         Prepared::Publish {
             message,
             destination,
+            transforms,
             max_attempts,
             log,
         } => {
@@ -135,6 +136,7 @@ fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow, lease_deadl
                 depth: DepthGuard::new(handles.depth()),
                 handles,
                 destination,
+                transforms,
                 max_attempts,
                 log,
                 token,

@@ -6,8 +6,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use queuebox_core::redact::redact;
 use queuebox_core::{Destination, Outcome, OutgoingMessage};
-use queuebox_store::Claim;
+use queuebox_store::{Claim, TerminalWrite};
+use queuebox_transform::Variables;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::{Id, JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
@@ -15,8 +17,10 @@ use tracing::Level;
 
 use super::PollerContext;
 use super::held::{Stage, Start};
+use super::route::OutboxTransforms;
 use super::row::{RowLog, jitter, row_event, terminal_write};
 use super::writer::Completion;
+use crate::transform::{MessageIds, OnError, Rejected};
 use queuebox_telemetry::{
     CounterHandle, DestinationType, GaugeHandle, Metrics, PublishOutcome, Table,
 };
@@ -68,6 +72,7 @@ pub struct Job {
     pub claim: Claim,
     pub message: OutgoingMessage,
     pub destination: Arc<dyn Destination>,
+    pub transforms: OutboxTransforms,
     pub handles: DestHandles,
     pub max_attempts: i32,
     pub log: Arc<RowLog>,
@@ -170,12 +175,39 @@ async fn publish(
     permit: OwnedSemaphorePermit,
     done: mpsc::UnboundedSender<Completion>,
 ) {
+    // OUT-19 steps 3–4, on every attempt (TRF-6): the stored row is never changed, only the
+    // message this attempt publishes.
+    let transformed = if job.transforms.is_empty() {
+        None
+    } else {
+        let transformed = tokio::select! {
+            biased;
+            () = job.token.cancelled() => return,
+            transformed = transform(&job) => transformed,
+        };
+        match transformed {
+            Ok(message) => message,
+            Err(rejected) => {
+                let write = rejected_write(&shared, &job, rejected);
+                drop(permit);
+                drop(job.depth);
+                if shared.held.advance(&job.claim, Stage::Finishing) {
+                    let _ = done.send(Completion {
+                        write,
+                        log: job.log,
+                    });
+                }
+                return;
+            }
+        }
+    };
+    let message = transformed.as_ref().unwrap_or(&job.message);
     let started = Instant::now();
     let outcome = tokio::select! {
         biased;
         // Lost claim or abandon: the outcome is unknown and nothing is written (OUT-43, OUT-58).
         () = job.token.cancelled() => return,
-        outcome = job.destination.publish(&job.message) => outcome,
+        outcome = job.destination.publish(message) => outcome,
     };
     let elapsed = started.elapsed();
     drop(permit);
@@ -203,5 +235,67 @@ async fn publish(
             write,
             log: job.log,
         });
+    }
+}
+
+/// The route stage, then the destination stage (TRF-5): each takes the previous output, a
+/// `Skip` passes its input on (TRF-17). `Ok(None)` when no stage produced an output, so the
+/// stored payload text is published as it is (DST-7).
+async fn transform(job: &Job) -> Result<Option<OutgoingMessage>, Rejected> {
+    let message = &job.message;
+    let mut value: serde_json::Value =
+        serde_json::from_str(&message.payload).map_err(|_| Rejected {
+            // The row checks (OUT-7) let only JSON through; kept as a failure, never a panic.
+            on_error: OnError::Fail,
+            error: "Transform failed: The stored payload is not JSON.".to_owned(),
+        })?;
+    let id = message.id.to_string();
+    let ids = MessageIds {
+        source: None,
+        message_id: Some(&id),
+        idempotency_key: None,
+        correlation_id: &job.log.correlation_id,
+    };
+    let attempt = u32::try_from(message.attempt).unwrap_or(0);
+    let mut changed = false;
+    for stage in [&job.transforms.route, &job.transforms.destination]
+        .into_iter()
+        .flatten()
+    {
+        let variables = Variables::outbox_stage(&id, &message.topic, attempt);
+        if let Some(output) = stage.run(value.clone(), variables, &ids).await? {
+            value = output;
+            changed = true;
+        }
+    }
+    if !changed {
+        return Ok(None);
+    }
+    Ok(Some(OutgoingMessage {
+        payload: value.to_string(),
+        ..message.clone()
+    }))
+}
+
+/// TRF-17 for the outbox stages: `Dead` ends the row at once with `attempt` unchanged (no
+/// delivery was attempted); `Fail` is a failed attempt on the normal retry path.
+fn rejected_write(shared: &PollerContext, job: &Job, rejected: Rejected) -> TerminalWrite {
+    match rejected.on_error {
+        OnError::Dead => TerminalWrite::Dead {
+            claim: job.claim,
+            attempt: job.message.attempt,
+            error: redact(&rejected.error),
+        },
+        OnError::Fail | OnError::Skip => terminal_write(
+            job.claim,
+            job.message.attempt,
+            job.max_attempts,
+            Outcome::Failed {
+                reason: rejected.error,
+                retry_after: None,
+            },
+            &shared.settings.retry,
+            jitter(),
+        ),
     }
 }

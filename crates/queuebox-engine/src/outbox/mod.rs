@@ -33,7 +33,7 @@ use tokio::task::{Id, JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::Level;
 
-pub use route::{Route, no_route_reason, route};
+pub use route::{OutboxTransforms, Route, no_route_reason, route};
 pub use row::correlation_id;
 
 use crate::error::EngineError;

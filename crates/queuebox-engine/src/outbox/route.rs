@@ -7,11 +7,28 @@ use std::sync::Arc;
 use queuebox_core::Destination;
 use queuebox_core::glob::TopicGlob;
 
-/// One entry of the `routes` list: its pattern and the configured destination (whose name is a
-/// metric label and a log field).
+use crate::transform::StageTransform;
+
+/// One entry of the `routes` list: its pattern, the configured destination (whose name is a
+/// metric label and a log field), and the transforms a delivery through it runs.
 pub struct Route {
     pub pattern: TopicGlob,
     pub destination: Arc<dyn Destination>,
+    pub transforms: OutboxTransforms,
+}
+
+/// The outbox stages of one route (TRF-5): the route's own transform, then its destination's.
+/// Both run on every delivery attempt (TRF-6).
+#[derive(Clone, Debug, Default)]
+pub struct OutboxTransforms {
+    pub route: Option<StageTransform>,
+    pub destination: Option<StageTransform>,
+}
+
+impl OutboxTransforms {
+    pub fn is_empty(&self) -> bool {
+        self.route.is_none() && self.destination.is_none()
+    }
 }
 
 impl fmt::Debug for Route {
@@ -29,13 +46,12 @@ pub fn no_route_reason(topic: &str) -> String {
     format!("No route matches topic '{topic}'.")
 }
 
-/// OUT-22: the destination of the first route whose pattern matches; later routes are not tested.
-/// `Err` carries the OUT-23 reason.
-pub fn route<'a>(routes: &'a [Route], topic: &str) -> Result<&'a Arc<dyn Destination>, String> {
+/// OUT-22: the first route whose pattern matches; later routes are not tested. `Err` carries
+/// the OUT-23 reason.
+pub fn route<'a>(routes: &'a [Route], topic: &str) -> Result<&'a Route, String> {
     routes
         .iter()
         .find(|r| r.pattern.matches(topic))
-        .map(|r| &r.destination)
         .ok_or_else(|| no_route_reason(topic))
 }
 
@@ -49,6 +65,7 @@ mod tests {
             .map(|(pattern, name)| Route {
                 pattern: TopicGlob::parse(pattern).unwrap(),
                 destination: Arc::new(Accepting::named(name)),
+                transforms: OutboxTransforms::default(),
             })
             .collect()
     }
@@ -60,12 +77,21 @@ mod tests {
             ("**", "catch-all"),
             ("order.created", "never"),
         ]);
-        assert_eq!(route(&routes, "order.created").unwrap().name(), "orders");
         assert_eq!(
-            route(&routes, "order.item.added").unwrap().name(),
+            route(&routes, "order.created").unwrap().destination.name(),
+            "orders"
+        );
+        assert_eq!(
+            route(&routes, "order.item.added")
+                .unwrap()
+                .destination
+                .name(),
             "catch-all"
         );
-        assert_eq!(route(&routes, "invoice.paid").unwrap().name(), "catch-all");
+        assert_eq!(
+            route(&routes, "invoice.paid").unwrap().destination.name(),
+            "catch-all"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use queuebox_core::{Destination, Outcome, OutgoingMessage};
 use queuebox_store::{Claim, ClaimedRow, TerminalWrite};
 use uuid::Uuid;
 
-use super::route::{Route, route};
+use super::route::{OutboxTransforms, Route, route};
 
 /// The header that carries the correlation id (OPS-37), matched in any letter case.
 const CORRELATION_HEADER: &str = "x-correlation-id";
@@ -78,13 +78,15 @@ pub enum Prepared {
     Publish {
         message: OutgoingMessage,
         destination: Arc<dyn Destination>,
+        transforms: OutboxTransforms,
         max_attempts: i32,
         log: RowLog,
     },
 }
 
-/// OUT-19 steps 1–2 (check, route) and the message of step 6. Transforms (steps 3–4) and
-/// address templates (step 5) belong to later stages and the connectors.
+/// OUT-19 steps 1–2 (check, route) and the message of step 6. The transforms (steps 3–4) run
+/// in the publish slot (`dispatch`), on every attempt; address templates (step 5) belong to the
+/// connectors.
 pub fn prepare(row: ClaimedRow, routes: &[Route]) -> Prepared {
     let claim = row.claim;
     let mut log = RowLog {
@@ -99,8 +101,8 @@ pub fn prepare(row: ClaimedRow, routes: &[Route]) -> Prepared {
         Err(reason) => return dead_at_once(claim, log, reason.to_string()),
     };
     log.correlation_id = correlation_id(claim.id.0, &headers);
-    let destination = match route(routes, &log.topic) {
-        Ok(destination) => Arc::clone(destination),
+    let (destination, transforms) = match route(routes, &log.topic) {
+        Ok(route) => (Arc::clone(&route.destination), route.transforms.clone()),
         Err(reason) => return dead_at_once(claim, log, reason),
     };
     log.destination = Some(destination.name().to_owned());
@@ -116,6 +118,7 @@ pub fn prepare(row: ClaimedRow, routes: &[Route]) -> Prepared {
     Prepared::Publish {
         message,
         destination,
+        transforms,
         max_attempts: row.max_attempts,
         log,
     }
@@ -217,6 +220,7 @@ mod tests {
         vec![Route {
             pattern: TopicGlob::parse("order.*").unwrap(),
             destination: Arc::new(Accepting::named("orders")),
+            transforms: OutboxTransforms::default(),
         }]
     }
 
@@ -280,6 +284,7 @@ mod tests {
             destination,
             max_attempts,
             log,
+            ..
         } = prepare(r, &orders())
         else {
             panic!("expected a publish")

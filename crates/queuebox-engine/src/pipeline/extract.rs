@@ -2,16 +2,26 @@
 //! value of its chain of steps, in the order INB-31 gives for the source's protocol, normalized
 //! by INB-37.
 //!
-//! The expression step (`*Expression`) comes with the JSONata engine; until then the binary
-//! refuses a configuration with one at start, so no chain has such a step rather than a step
-//! that pretends.
+//! The expression step (`*Expression`, TRF-26) reads a result the pipeline evaluated on the
+//! pool before the chain runs ([`KeyResults`]); the step only normalizes it (TRF-28) or logs
+//! its failure (TRF-29), so the chains stay synchronous.
 
 use queuebox_core::HeaderName;
 use queuebox_core::ReceivedHeaders;
 use queuebox_core::jsonpath::JsonPath;
 use queuebox_core::rawjson::{TooLong, locate, normalize_number};
+use queuebox_transform::{Failure, KeyCandidate, key_value};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+
+/// The results of a source's key expressions on one message, by attribute (`None` where the
+/// attribute has no expression, or the body is not JSON).
+pub(crate) type KeyResults = [Option<Result<Value, Failure>>; 3];
+
+/// Index of each attribute in [`KeyResults`].
+pub(crate) const KEY: usize = 0;
+pub(crate) const AGGREGATE_ID: usize = 1;
+pub(crate) const EVENT_TYPE: usize = 2;
 
 /// Longest value, in UTF-16 code units (INB-37).
 const MAX_UTF16_UNITS: usize = 255;
@@ -29,6 +39,7 @@ pub(crate) struct Message<'a> {
     pub(crate) protocol_id: Option<&'a str>,
     pub(crate) source: &'a str,
     pub(crate) correlation_id: &'a str,
+    pub(crate) key_results: &'a KeyResults,
 }
 
 /// One step of a chain (INB-31).
@@ -38,6 +49,9 @@ pub(crate) enum Step {
     Header(HeaderName),
     /// JSONPaths on the original payload, in list order (INB-34).
     Paths(Vec<JsonPath>),
+    /// The key expression of this attribute (index into [`KeyResults`]) and its configuration
+    /// path, such as `sources.github.eventTypeExpression` (TRF-29).
+    Expression { slot: usize, path: String },
     /// The protocol's message id: AMQP `message_id`, Kafka record key, `Nats-Msg-Id` (INB-35).
     ProtocolId,
     /// `sha256:` + hex of the body bytes (INB-36): always a value.
@@ -71,6 +85,28 @@ impl Chain {
                     self.accept(candidate, message, || format!("path {path}"))
                 })
             }
+            Step::Expression { slot, path } => match message.key_results[*slot].as_ref()? {
+                Ok(result) => {
+                    let candidate = match key_value(result) {
+                        KeyCandidate::Value(v) => Ok(Some(v)),
+                        KeyCandidate::None => Ok(None),
+                        KeyCandidate::TooLong => Err(TooLong),
+                    };
+                    self.accept(candidate, message, || format!("expression {path}"))
+                }
+                Err(failure) => {
+                    // TRF-29: no value and one warn line; the chain goes on.
+                    tracing::warn!(
+                        source = message.source,
+                        correlationId = message.correlation_id,
+                        attribute = self.attribute,
+                        key = %path,
+                        reason = %failure.reason(),
+                        "The key expression {path} failed; it counts as no value"
+                    );
+                    None
+                }
+            },
             Step::ProtocolId => {
                 let id = message.protocol_id?;
                 self.accept(normalize_text(id), message, || "the protocol id".to_owned())
@@ -90,6 +126,7 @@ impl Chain {
             .flat_map(|step| match step {
                 Step::Header(name) => vec![format!("header {name}")],
                 Step::Paths(paths) => paths.iter().map(|p| format!("path {p}")).collect(),
+                Step::Expression { path, .. } => vec![format!("expression {path}")],
                 Step::ProtocolId => vec!["the protocol id".to_owned()],
                 Step::Digest => vec!["the body digest".to_owned()],
             })
@@ -192,6 +229,7 @@ mod tests {
             protocol_id: None,
             source: "s",
             correlation_id: "c",
+            key_results: &[None, None, None],
         })
     }
     #[test]

@@ -22,11 +22,14 @@ use queuebox_core::intake::{IntakeOutcome, Refusal, StoredState};
 use queuebox_core::{ReceivedMessage, SourceName};
 use queuebox_store::{NewInboxRow, Schedule};
 use queuebox_telemetry::RejectionReason;
+use queuebox_transform::{Expression, Pool, Variables};
 use serde_json::Value;
 use uuid::Uuid;
 
-use extract::{Chain, Message, Step};
+use extract::{AGGREGATE_ID, Chain, EVENT_TYPE, KEY, KeyResults, Message, Step};
 use schedule::{ScheduleRule, Timed};
+
+use crate::transform::{MessageIds, StageTransform};
 
 /// `last_error` of a broker message stored `dead` because its body is not JSON (INB-56).
 pub const NOT_JSON_ERROR: &str = "The body is not valid JSON.";
@@ -52,6 +55,26 @@ pub enum Admission {
     Settle(IntakeOutcome),
 }
 
+/// A key expression (TRF-25), compiled once, with its configuration path.
+#[derive(Clone, Debug)]
+pub struct KeyExpression {
+    /// Such as `sources.github.eventTypeExpression` (TRF-29).
+    pub path: String,
+    pub expression: Expression,
+}
+
+/// A source's JSONata: the key expressions, the source transform (INB-47), and the pool they
+/// run on. Empty for a source without any.
+#[derive(Clone, Debug, Default)]
+pub struct SourceExpressions {
+    pub idempotency_key: Option<KeyExpression>,
+    pub aggregate_id: Option<KeyExpression>,
+    pub event_type: Option<KeyExpression>,
+    pub transform: Option<StageTransform>,
+    /// Set whenever a key expression is.
+    pub pool: Option<Pool>,
+}
+
 /// One source's rules, compiled once at start.
 #[derive(Clone, Debug)]
 pub struct SourcePipeline {
@@ -63,10 +86,20 @@ pub struct SourcePipeline {
     aggregate_id: Chain,
     event_type: Chain,
     schedule: ScheduleRule,
+    expressions: SourceExpressions,
 }
 
 impl SourcePipeline {
     pub fn new(rules: SourceRules) -> Result<Self, PipelineError> {
+        Self::with_expressions(rules, SourceExpressions::default())
+    }
+
+    /// The pipeline with the source's key expressions in their chains (TRF-26: directly before
+    /// the path step of the same attribute) and its transform.
+    pub fn with_expressions(
+        rules: SourceRules,
+        expressions: SourceExpressions,
+    ) -> Result<Self, PipelineError> {
         let SourceRules {
             source,
             protocol,
@@ -80,7 +113,11 @@ impl SourcePipeline {
             scheduled_at_path,
         } = rules;
         let broker = protocol.is_broker();
-        if !broker && idempotency_key.header.is_none() && idempotency_key.paths.is_empty() {
+        if !broker
+            && idempotency_key.header.is_none()
+            && idempotency_key.paths.is_empty()
+            && expressions.idempotency_key.is_none()
+        {
             return Err(PipelineError::NoKeyStep(source));
         }
         // INB-31: on a broker the header comes first for the key, after the body for the
@@ -103,6 +140,24 @@ impl SourcePipeline {
         } else {
             steps([header(&event_type), paths(&event_type)])
         };
+        let mut key = key;
+        let mut aggregate_id = aggregate_id;
+        let mut event_type = event_type;
+        // The header leads the chain for every HTTP attribute and for a broker's key; a broker's
+        // aggregate id and event type start with the expression (TRF-26).
+        insert_expression(&mut key, KEY, &expressions.idempotency_key, true);
+        insert_expression(
+            &mut aggregate_id,
+            AGGREGATE_ID,
+            &expressions.aggregate_id,
+            !broker,
+        );
+        insert_expression(
+            &mut event_type,
+            EVENT_TYPE,
+            &expressions.event_type,
+            !broker,
+        );
         Ok(Self {
             key: Chain {
                 attribute: "idempotency key",
@@ -116,6 +171,7 @@ impl SourcePipeline {
                 attribute: "event type",
                 steps: event_type,
             },
+            expressions,
             schedule: ScheduleRule {
                 initial_delay,
                 header: scheduled_at_header,
@@ -133,8 +189,35 @@ impl SourcePipeline {
         &self.source
     }
 
+    /// Evaluates the configured key expressions on the original payload (TRF-27: no variables,
+    /// fixed limits), on the pool, before the chains read them.
+    async fn key_results(&self, payload: &Value) -> KeyResults {
+        let Some(pool) = &self.expressions.pool else {
+            return [None, None, None];
+        };
+        let eval = |key: &Option<KeyExpression>| {
+            let key = key.clone();
+            let payload = payload.clone();
+            async move {
+                match key {
+                    Some(key) => Some(
+                        pool.evaluate(&key.expression, payload, Variables::none())
+                            .await,
+                    ),
+                    None => None,
+                }
+            }
+        };
+        let (k, a, e) = tokio::join!(
+            eval(&self.expressions.idempotency_key),
+            eval(&self.expressions.aggregate_id),
+            eval(&self.expressions.event_type),
+        );
+        [k, a, e]
+    }
+
     /// Runs every step on `message`.
-    pub fn admit(&self, message: ReceivedMessage) -> Admission {
+    pub async fn admit(&self, message: ReceivedMessage) -> Admission {
         let ReceivedMessage {
             headers,
             body,
@@ -158,6 +241,10 @@ impl SourcePipeline {
         let parsed = serde_json::from_slice::<Value>(&body)
             .ok()
             .zip(std::str::from_utf8(&body).ok().map(str::to_owned));
+        let key_results = match &parsed {
+            Some((payload, _)) => self.key_results(payload).await,
+            None => [None, None, None],
+        };
         let message = |json| Message {
             headers: &headers,
             json,
@@ -165,6 +252,7 @@ impl SourcePipeline {
             protocol_id: protocol.message_id.as_deref(),
             source,
             correlation_id,
+            key_results: &key_results,
         };
         let Some((payload, text)) = parsed else {
             tracing::debug!(
@@ -213,22 +301,57 @@ impl SourcePipeline {
             source,
             correlation_id,
         });
-        // The source transform (INB-47) runs here once the JSONata engine exists; until then
-        // the binary refuses a source with one, and the body text as received is the payload
+        // INB-47: the source transform, after extraction and before the row; with no
+        // transform, or `Skip` after a failure, the body text as received is the payload
         // (INB-51).
+        let (payload, state, last_error) = match &self.expressions.transform {
+            None => (text, StoredState::Pending, None),
+            Some(transform) => {
+                let variables = Variables::source_stage(
+                    source,
+                    headers
+                        .iter()
+                        .map(|(n, v)| (n.to_owned(), Value::from(v)))
+                        .collect(),
+                    &idempotency_key,
+                    event_type.as_deref(),
+                );
+                let ids = MessageIds {
+                    source: Some(source),
+                    message_id: None,
+                    idempotency_key: Some(&idempotency_key),
+                    correlation_id,
+                };
+                match transform.run(payload, variables, &ids).await {
+                    Ok(Some(output)) => (output.to_string(), StoredState::Pending, None),
+                    Ok(None) => (text, StoredState::Pending, None),
+                    // TRF-17: an HTTP sender is answered 422 and keeps the message; a broker
+                    // message is stored `dead` with its original payload (TRF-18: `Fail`
+                    // behaves like `Dead`), in the one insert, never `pending` first.
+                    Err(rejected) if !self.protocol.is_broker() => {
+                        return Admission::Settle(IntakeOutcome::Refused(
+                            Refusal::TransformFailed {
+                                error: rejected.error,
+                            },
+                        ));
+                    }
+                    Err(rejected) => (text, StoredState::Dead, Some(rejected.error)),
+                }
+            }
+        };
         Admission::Store(NewInboxRow {
             id: Uuid::now_v7(),
             source: source.to_owned(),
             idempotency_key,
             aggregate_id,
             event_type,
-            payload: text,
+            payload,
             headers: headers.to_json(),
             consumption: self.consumption,
             correlation_id: Some(correlation.into_string()),
             schedule,
-            state: StoredState::Pending,
-            last_error: None,
+            state,
+            last_error,
         })
     }
 
@@ -244,6 +367,32 @@ impl SourcePipeline {
         );
         Admission::Settle(IntakeOutcome::Refused(Refusal::NoKey { tried }))
     }
+}
+
+/// Puts the expression step of `slot` directly before the chain's path step (TRF-26); without a
+/// path step, after a leading header when `after_header`, else first.
+fn insert_expression(
+    steps: &mut Vec<Step>,
+    slot: usize,
+    expression: &Option<KeyExpression>,
+    after_header: bool,
+) {
+    let Some(expression) = expression else {
+        return;
+    };
+    let at = steps
+        .iter()
+        .position(|s| matches!(s, Step::Paths(_)))
+        .unwrap_or(usize::from(
+            after_header && matches!(steps.first(), Some(Step::Header(_))),
+        ));
+    steps.insert(
+        at,
+        Step::Expression {
+            slot,
+            path: expression.path.clone(),
+        },
+    );
 }
 
 fn header(spec: &AttributeSteps) -> Option<Step> {

@@ -404,11 +404,13 @@ pub fn routes(recorder: &Arc<Recorder>, catch_all: bool) -> Vec<Route> {
     let mut routes = vec![Route {
         pattern: TopicGlob::parse("order.*").unwrap(),
         destination: Arc::clone(&destination),
+        transforms: Default::default(),
     }];
     if catch_all {
         routes.push(Route {
             pattern: TopicGlob::parse("**").unwrap(),
             destination,
+            transforms: Default::default(),
         });
     }
     routes

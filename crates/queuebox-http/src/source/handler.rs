@@ -115,6 +115,9 @@ impl RouteHandler {
             IntakeOutcome::Filtered { .. } => Answer::Filtered,
             IntakeOutcome::Refused(Refusal::InvalidJson) => Answer::InvalidJson,
             IntakeOutcome::Refused(Refusal::NoKey { .. }) => Answer::NoKey,
+            IntakeOutcome::Refused(Refusal::TransformFailed { error }) => {
+                Answer::TransformFailed(error)
+            }
             IntakeOutcome::StorageFailed { .. } => {
                 // The writer logged the redacted cause; this line ties it to the request.
                 tracing::warn!(

@@ -24,6 +24,8 @@ pub(crate) enum Answer {
     InvalidJson,
     /// 400 `{"error":"No idempotency key found"}`.
     NoKey,
+    /// 422 `{"error":"Transform failed: <reason>"}` (TRF-17); the text is redacted.
+    TransformFailed(String),
     /// 400 for a body the HTTP layer could not read (INB-11: not a source answer as such).
     UnreadableBody,
     /// 401 with the check's message.
@@ -50,6 +52,7 @@ impl Answer {
             Self::Duplicate => (StatusCode::OK, json!({ "status": "duplicate" })),
             Self::InvalidJson => error(StatusCode::BAD_REQUEST, "Invalid JSON"),
             Self::NoKey => error(StatusCode::BAD_REQUEST, "No idempotency key found"),
+            Self::TransformFailed(text) => error(StatusCode::UNPROCESSABLE_ENTITY, text),
             Self::UnreadableBody => error(StatusCode::BAD_REQUEST, "Bad request"),
             Self::Unauthorized(text) => error(StatusCode::UNAUTHORIZED, text),
             Self::TooLarge(cap) => error(
