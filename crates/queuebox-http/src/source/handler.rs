@@ -115,6 +115,15 @@ impl RouteHandler {
             IntakeOutcome::Filtered { .. } => Answer::Filtered,
             IntakeOutcome::Refused(Refusal::InvalidJson) => Answer::InvalidJson,
             IntakeOutcome::Refused(Refusal::NoKey { .. }) => Answer::NoKey,
+            IntakeOutcome::Refused(Refusal::JsonLimit { limit }) => Answer::JsonLimit(limit),
+            IntakeOutcome::Refused(Refusal::DataRejected { reason }) => {
+                tracing::warn!(
+                    source,
+                    correlationId = correlation_id,
+                    "The inbox message cannot be stored"
+                );
+                Answer::DataRejected(reason)
+            }
             IntakeOutcome::StorageFailed { .. } => {
                 // The writer logged the redacted cause; this line ties it to the request.
                 tracing::warn!(
