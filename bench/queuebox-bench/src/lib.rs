@@ -16,6 +16,7 @@ pub fn load_config_file(path: &Path, cwd: &Path) -> anyhow::Result<queuebox_conf
     let loaded = queuebox_config::load(&queuebox_config::LoadOptions {
         config_path: Some(path.to_path_buf()),
         env: Vec::new(),
+        not_utf8: Vec::new(),
         cwd: cwd.to_path_buf(),
         etc_path: PathBuf::from("/nonexistent"),
     })

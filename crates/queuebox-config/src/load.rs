@@ -28,6 +28,10 @@ pub struct LoadOptions {
     pub config_path: Option<PathBuf>,
     /// A snapshot of the process environment.
     pub env: Vec<(String, String)>,
+    /// The names (made readable) of `QUEUEBOX_` variables whose name or value is not valid
+    /// UTF-8. They cannot be read, so they are refused like unknown ones instead of being left
+    /// out in silence.
+    pub not_utf8: Vec<String>,
     /// The working directory: `./queuebox.yml` and relative paths (CFG-7) resolve against it.
     pub cwd: PathBuf,
     /// Normally `/etc/queuebox/queuebox.yml`.
@@ -65,7 +69,15 @@ pub fn load(opts: &LoadOptions) -> Result<Loaded, LoadError> {
         })?,
         None => Node::empty_map(),
     };
-    let merged = env::merge(&mut root, &opts.env);
+    let mut merged = env::merge(&mut root, &opts.env);
+    for name in &opts.not_utf8 {
+        merged.any_setting = true;
+        merged.var_errors.push(Diagnostic {
+            path: name.clone(),
+            variable: None,
+            message: "not valid UTF-8; QueueBox reads variables as UTF-8 text".to_owned(),
+        });
+    }
     if file.is_none() && !merged.any_setting {
         return Err(LoadError::NotFound);
     }

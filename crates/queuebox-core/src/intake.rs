@@ -84,6 +84,13 @@ pub enum Refusal {
     /// The source transform failed with `onError: Fail` or `Dead` on an HTTP source (TRF-17);
     /// `error` is `Transform failed: <reason>`, redacted.
     TransformFailed { error: String },
+    /// The body is JSON, but beyond a limit of the parser; `limit` says which (nested deeper
+    /// than 128 levels, a number beyond the range of a 64-bit float such as `1e400`).
+    JsonLimit { limit: &'static str },
+    /// The database refused the message's data, which fails the same way every time (on
+    /// PostgreSQL: `\u0000` in a string, a number beyond `numeric`'s range); `reason` is the
+    /// database's redacted reason. Nothing was stored.
+    DataRejected { reason: String },
 }
 
 /// The outcome of one message.

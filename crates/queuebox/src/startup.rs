@@ -56,10 +56,22 @@ pub fn environment() -> Vec<(String, String)> {
         .collect()
 }
 
+/// The `QUEUEBOX_` variables that [`environment`] leaves out because their name or value is
+/// not valid UTF-8, by their name with the bad bytes replaced; the configuration refuses them.
+pub fn not_utf8_settings() -> Vec<String> {
+    use std::os::unix::ffi::OsStrExt as _;
+    std::env::vars_os()
+        .filter(|(k, _)| k.as_bytes().starts_with(b"QUEUEBOX_"))
+        .filter(|(k, v)| k.to_str().is_none() || v.to_str().is_none())
+        .map(|(k, _)| k.to_string_lossy().into_owned())
+        .collect()
+}
+
 pub fn load_options(config: Option<PathBuf>, env: Vec<(String, String)>) -> LoadOptions {
     LoadOptions {
         config_path: config,
         env,
+        not_utf8: not_utf8_settings(),
         cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         etc_path: PathBuf::from("/etc/queuebox/queuebox.yml"),
     }

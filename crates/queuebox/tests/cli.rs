@@ -368,3 +368,32 @@ fn cfg_102_dst_32_a_private_destination_address_stops_the_start() {
         "{last}"
     );
 }
+
+/// Issue 17 defect 7 (CFG-14): a `QUEUEBOX_` variable whose value or name is not valid UTF-8
+/// is refused like an unknown variable, not left out in silence.
+#[test]
+fn cfg_14_a_queuebox_variable_that_is_not_utf8_is_refused() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt as _;
+    let scratch = Scratch::new("check-not-utf8");
+    scratch.write("queuebox.yml", "database:\n  url: postgres://app@db/app\n");
+    let output = queuebox(scratch.path())
+        .arg("check")
+        .env("QUEUEBOX_DATABASE_POOLSIZE", OsStr::from_bytes(b"1\xff"))
+        .env(OsStr::from_bytes(b"QUEUEBOX_\xffX"), "1")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = stderr(&output);
+    assert!(
+        text.contains(
+            "- QUEUEBOX_DATABASE_POOLSIZE: not valid UTF-8; QueueBox reads variables as UTF-8 text"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("- QUEUEBOX_\u{fffd}X: not valid UTF-8"),
+        "{text}"
+    );
+    assert!(text.contains("2 errors"), "{text}");
+}

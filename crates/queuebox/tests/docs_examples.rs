@@ -72,6 +72,7 @@ fn load_yaml(
     queuebox_config::load(&queuebox_config::LoadOptions {
         config_path: Some(file),
         env,
+        not_utf8: Vec::new(),
         cwd: scratch.to_owned(),
         etc_path: scratch.join("no-etc.yml"),
     })
@@ -146,6 +147,7 @@ fn docs_every_configuration_block_loads() {
                     let loaded = queuebox_config::load(&queuebox_config::LoadOptions {
                         config_path: None,
                         env,
+                        not_utf8: Vec::new(),
                         cwd: scratch.path().to_owned(),
                         etc_path: scratch.path().join("no-etc.yml"),
                     });

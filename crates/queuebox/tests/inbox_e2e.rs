@@ -199,11 +199,12 @@ async fn pull_1_a_configuration_change_never_alters_a_stored_row() {
     schema.drop().await;
 }
 
-/// INB-10's 500: a webhook whose data PostgreSQL refuses (`\u0000` in a JSON string, which
-/// `jsonb` cannot hold) gets `500 Storage failed`, leaves no row, and logs its own warning naming
-/// the source; the next webhook is stored as usual.
+/// INB-10's 422 (issue 17 defect 7): a webhook whose data PostgreSQL refuses (`\u0000` in a
+/// JSON string, which `jsonb` cannot hold; a number beyond `numeric`'s range) can never be
+/// stored, so it gets 422 with the database's reason instead of a 500 that asks for a retry for
+/// ever. It leaves no row and logs its own warning naming the source; the next webhook is stored.
 #[tokio::test(flavor = "multi_thread")]
-async fn inb_10_a_body_the_database_refuses_gets_500_and_the_next_is_stored() {
+async fn inb_10_a_body_the_database_refuses_gets_422_with_the_reason_and_the_next_is_stored() {
     let schema = TestSchema::create("in_refused").await;
     let receiver = Receiver::start(|_, _| Reply::status(200)).await;
     let mut service = Service::start("in-refused", &config(&schema, &receiver, ""));
@@ -212,13 +213,25 @@ async fn inb_10_a_body_the_database_refuses_gets_500_and_the_next_is_stored() {
         "/inbox/jobs",
         r#"{"id": "bad", "note": "a\u0000b"}"#,
     );
-    assert_eq!(
-        (refused.status, refused.json()),
-        (500, serde_json::json!({"error": "Storage failed"}))
+    assert_eq!(refused.status, 422, "{refused:?}");
+    let error = refused.json()["error"].as_str().unwrap().to_owned();
+    assert!(
+        error.starts_with("The message cannot be stored: ")
+            && error.contains("unsupported Unicode escape sequence"),
+        "{error}"
+    );
+    let number = post(&service, "/inbox/jobs", r#"{"id": "num", "n": 1e-20000}"#);
+    assert_eq!(number.status, 422, "{number:?}");
+    assert!(
+        number.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("value overflows numeric format"),
+        "{number:?}"
     );
     service.wait_for_log(
         Duration::from_secs(5),
-        "The database refused a message's data. Its sender is told that storing failed.",
+        "The database refused a message's data. Its sender is told that it cannot be stored.",
     );
     let line = service
         .log
@@ -232,12 +245,6 @@ async fn inb_10_a_body_the_database_refuses_gets_500_and_the_next_is_stored() {
         .clone();
     assert_eq!(line["level"], "WARN");
     assert_eq!(line["source"], "jobs");
-    assert!(
-        line["error"]
-            .as_str()
-            .is_some_and(|e| e.contains("unsupported Unicode escape sequence")),
-        "{line}"
-    );
     let stored = post(&service, "/inbox/jobs", r#"{"id": "good"}"#);
     assert_eq!(stored.status, 202, "{stored:?}");
     let keys = texts(&schema, "SELECT idempotency_key FROM inbox").await;
@@ -255,6 +262,28 @@ async fn inb_10_bad_requests_get_their_status_and_leave_no_row() {
     assert_eq!(
         (answer.status, answer.json()),
         (400, serde_json::json!({"error": "Invalid JSON"}))
+    );
+    // Valid JSON beyond a parser limit says which (issue 17 defect 7).
+    let deep = format!(
+        r#"{{"id": "d", "x": {}{}}}"#,
+        "[".repeat(128),
+        "]".repeat(128)
+    );
+    let answer = post(&service, "/inbox/orders", &deep);
+    assert_eq!(
+        (answer.status, answer.json()),
+        (
+            400,
+            serde_json::json!({"error": "Unsupported JSON: nested deeper than 128 levels"})
+        )
+    );
+    let answer = post(&service, "/inbox/orders", r#"{"id": "n", "x": 1e400}"#);
+    assert_eq!(
+        (answer.status, answer.json()),
+        (
+            400,
+            serde_json::json!({"error": "Unsupported JSON: a number beyond the range of a 64-bit float"})
+        )
     );
     let answer = post(&service, "/inbox/orders", r#"{"no": "key"}"#);
     assert_eq!(

@@ -53,6 +53,7 @@ pub fn options(dir: &TempDir, config: Option<PathBuf>, vars: &[(&str, &str)]) ->
     LoadOptions {
         config_path: config,
         env: env(vars),
+        not_utf8: Vec::new(),
         cwd: dir.path().to_owned(),
         etc_path: dir.path().join("etc-queuebox.yml"),
     }

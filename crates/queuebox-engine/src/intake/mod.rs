@@ -41,7 +41,9 @@ impl InboxIntake {
     fn count(&self, source: &SourceName, outcome: &IntakeOutcome) {
         match outcome {
             IntakeOutcome::Filtered { .. } => self.metrics.inbox_filtered(source.as_str()).inc(),
-            IntakeOutcome::Refused(Refusal::InvalidJson | Refusal::NoKey { .. }) => self
+            IntakeOutcome::Refused(
+                Refusal::InvalidJson | Refusal::NoKey { .. } | Refusal::JsonLimit { .. },
+            ) => self
                 .metrics
                 .inbox_rejections(RejectionReason::ExtractionFailed)
                 .inc(),
@@ -49,8 +51,10 @@ impl InboxIntake {
                 .metrics
                 .inbox_rejections(RejectionReason::TransformFailed)
                 .inc(),
-            // The writer counts what it stores; nothing else settles before storing.
-            IntakeOutcome::New { .. }
+            // The writer counts what it stores (and the data the database refused); nothing
+            // else settles before storing.
+            IntakeOutcome::Refused(Refusal::DataRejected { .. })
+            | IntakeOutcome::New { .. }
             | IntakeOutcome::Duplicate
             | IntakeOutcome::StorageFailed { .. }
             | IntakeOutcome::ShuttingDown => {}

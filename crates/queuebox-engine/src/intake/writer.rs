@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use queuebox_core::intake::{IntakeOutcome, StoredState};
+use queuebox_core::intake::{IntakeOutcome, Refusal, StoredState};
 use queuebox_core::redact::redact;
 use queuebox_store::{Consumption, InsertOutcome, IntakeStore, NewInboxRow, StoreError};
 use queuebox_telemetry::{InboxStatus, Metrics, RejectionReason};
@@ -213,14 +213,22 @@ impl Writer {
                     .inc_by(rows.len() as u64);
                 if let StoreError::DataRejected { .. } = err {
                     // Not an outage: this one message can never be stored, so it is logged
-                    // every time and does not count towards the outage's repeat log.
+                    // every time, does not count towards the outage's repeat log, and its
+                    // sender is told why instead of being asked to send it again for ever
+                    // (issue 17 defect 7).
                     for row in &rows {
                         tracing::warn!(
                             error = %reason,
                             source = %row.source,
-                            "The database refused a message's data. Its sender is told that storing failed."
+                            "The database refused a message's data. Its sender is told that it cannot be stored."
                         );
                     }
+                    for answer in answers {
+                        let _ = answer.send(IntakeOutcome::Refused(Refusal::DataRejected {
+                            reason: reason.clone(),
+                        }));
+                    }
+                    return;
                 } else if let Some(repeats) = self.failures.failure(Instant::now()) {
                     tracing::warn!(
                         error = %reason,

@@ -118,6 +118,15 @@ impl RouteHandler {
             IntakeOutcome::Refused(Refusal::TransformFailed { error }) => {
                 Answer::TransformFailed(error)
             }
+            IntakeOutcome::Refused(Refusal::JsonLimit { limit }) => Answer::JsonLimit(limit),
+            IntakeOutcome::Refused(Refusal::DataRejected { reason }) => {
+                tracing::warn!(
+                    source,
+                    correlationId = correlation_id,
+                    "The inbox message cannot be stored"
+                );
+                Answer::DataRejected(reason)
+            }
             IntakeOutcome::StorageFailed { .. } => {
                 // The writer logged the redacted cause; this line ties it to the request.
                 tracing::warn!(

@@ -22,6 +22,11 @@ pub(crate) enum Answer {
     Duplicate,
     /// 400 `{"error":"Invalid JSON"}`.
     InvalidJson,
+    /// 400 `{"error":"Unsupported JSON: <limit>"}`: valid JSON beyond a parser limit.
+    JsonLimit(&'static str),
+    /// 422 `{"error":"The message cannot be stored: <reason>"}`: the database refuses the
+    /// data, the same way every time, so a retry cannot help.
+    DataRejected(String),
     /// 400 `{"error":"No idempotency key found"}`.
     NoKey,
     /// 422 `{"error":"Transform failed: <reason>"}` (TRF-17); the text is redacted.
@@ -51,6 +56,14 @@ impl Answer {
             Self::Filtered => (StatusCode::ACCEPTED, json!({ "status": "filtered" })),
             Self::Duplicate => (StatusCode::OK, json!({ "status": "duplicate" })),
             Self::InvalidJson => error(StatusCode::BAD_REQUEST, "Invalid JSON"),
+            Self::JsonLimit(limit) => error(
+                StatusCode::BAD_REQUEST,
+                &format!("Unsupported JSON: {limit}"),
+            ),
+            Self::DataRejected(reason) => error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                &format!("The message cannot be stored: {reason}"),
+            ),
             Self::NoKey => error(StatusCode::BAD_REQUEST, "No idempotency key found"),
             Self::TransformFailed(text) => error(StatusCode::UNPROCESSABLE_ENTITY, text),
             Self::UnreadableBody => error(StatusCode::BAD_REQUEST, "Bad request"),
