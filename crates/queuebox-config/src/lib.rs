@@ -35,8 +35,8 @@ pub use mask::mask_url;
 pub use model::{
     AdminConfig, CaptureMode, Config, HeaderName, HmacAlgorithm, HmacAuth, HttpConfig, InboundAuth,
     InboxConfig, InboxRetention, InboxRetentionPolicy, LogConfig, LogFormat, LogLevel, OnError,
-    OutboxConfig, OutboxRetention, OutboxRetentionPolicy, RelayConfig, RetentionConfig,
-    ServerConfig, SignaturePayloadFormat, TransformConfig,
+    OutboxConfig, OutboxRetention, OutboxRetentionPolicy, PresetAuth, RelayConfig, RetentionConfig,
+    ServerConfig, SignaturePayloadFormat, TransformConfig, WebhookPreset,
 };
 pub use model_destination::{
     Address, AddressColumn, DeliveryMode, Destination, DestinationAuth, DestinationKind,
