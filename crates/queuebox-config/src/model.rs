@@ -182,7 +182,9 @@ impl WebhookPreset {
         match self {
             Self::Github => Some("X-GitHub-Delivery"),
             Self::StandardWebhooks => Some("webhook-id"),
-            Self::Stripe | Self::Shopify | Self::Slack => None,
+            // Shopify's "Ignore duplicate webhooks": the same X-Shopify-Event-Id is a duplicate.
+            Self::Shopify => Some("X-Shopify-Event-Id"),
+            Self::Stripe | Self::Slack => None,
         }
     }
 }

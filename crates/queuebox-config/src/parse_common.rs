@@ -182,6 +182,28 @@ pub(crate) fn read_inbound_auth(
     auth
 }
 
+/// The `signing` block of an `http` destination (CFG-50a): `type: standard-webhooks` and
+/// `secret`, one or a list during rotation.
+pub(crate) fn read_signing(
+    cx: &mut Cx<'_>,
+    path: &str,
+    node: Option<&Node>,
+) -> Option<crate::model_destination::DeliverySigning> {
+    let node = node?;
+    let mut s = Sec::open(cx, path, Some(node));
+    let kind = read_type(cx, &mut s, &["standard-webhooks"]);
+    let secrets = match s.node("secret") {
+        Some(n) => secret_list(cx, &s.at("secret"), n),
+        None => {
+            cx.error(&s.at("secret"), "required for type standard-webhooks");
+            None
+        }
+    };
+    s.finish(cx, &["type", "secret"]);
+    kind?;
+    Some(crate::model_destination::DeliverySigning { secrets: secrets? })
+}
+
 /// A required secret, or a non-empty list of them (rotation: the first is the current one,
 /// the order does not matter to the check).
 fn secret_list(cx: &mut Cx<'_>, path: &str, node: &Node) -> Option<Vec<queuebox_core::Secret>> {

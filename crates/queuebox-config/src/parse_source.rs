@@ -347,7 +347,8 @@ fn read_http_source(cx: &mut Cx<'_>, s: &mut Sec<'_>, base_path: &str) -> Option
         "idempotencyKeyHeader",
         "idempotencyKeyExpression",
     ];
-    // INB-31: a preset whose sender sends a delivery id (`webhook-id`, `X-GitHub-Delivery`)
+    // INB-31: a preset whose sender sends a delivery id (`webhook-id`, `X-GitHub-Delivery`,
+    // `X-Shopify-Event-Id`)
     // makes that header the key when none of the three is set.
     let preset_key = auth.as_ref().and_then(|a| a.event_id_header());
     let configured = ways.iter().any(|k| s.has(k));

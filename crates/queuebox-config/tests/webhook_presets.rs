@@ -138,6 +138,11 @@ fn inb_31_the_key_defaults_to_the_delivery_id_header_of_the_preset() {
         "    idempotencyKeyPath: $.id\n",
     ));
     assert_eq!(h.idempotency_key_header, None);
+    let h = http(&source("      type: shopify\n      secret: s\n", ""));
+    assert_eq!(
+        h.idempotency_key_header.as_ref().map(|h| h.as_str()),
+        Some("X-Shopify-Event-Id")
+    );
     // Stripe sends no delivery-id header: the key must still be configured.
     let e = errors(&source("      type: stripe\n      secret: s\n", ""));
     assert!(e.iter().any(|l| l.contains("needs one of")), "{e:?}");
