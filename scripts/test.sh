@@ -20,7 +20,9 @@ record() { # suite, passed, failed[, extra]
     [ "$3" = 0 ] || failed=1
 }
 
-if ! scripts/services.sh postgres; then
+# MariaDB: the MySQL store (crates/queuebox-store-mysql) and the pull clients' MySQL/MariaDB
+# contract cases (queuebox-inbox, Go) need it.
+if ! scripts/services.sh postgres mariadb; then
     echo "test.sh: a server the tests need could not be started" >&2
     failed=1
 fi

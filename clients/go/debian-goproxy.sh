@@ -19,7 +19,8 @@ sed -n -e 's/^require \([^ ]*\) \(v[^ ]*\)$/\1 \2/p' -e 's/^\t\([^ ]*\) \(v[^ ]*
   fi
   package=$(dpkg -S "$src" 2>/dev/null | head -n 1 | cut -d: -f1)
   debian=$(dpkg-query -W -f='${Version}' "$package" 2>/dev/null)
-  upstream=v$(echo "$debian" | sed -e 's/^[0-9]*://' -e 's/-[^-]*$//')
+  # Epoch, Debian revision and a repack suffix (1.14.16~ds1-1 is upstream 1.14.16) removed.
+  upstream=v$(echo "$debian" | sed -e 's/^[0-9]*://' -e 's/-[^-]*$//' -e 's/[~+]ds[0-9]*$//')
   if [ "$upstream" != "$version" ]; then
     echo "debian-goproxy.sh: go.mod requires $module $version, Debian's $package is $debian" >&2
     exit 1

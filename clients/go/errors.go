@@ -8,7 +8,7 @@ var (
 	// message of pull.md §9 for that rule, which every QueueBox client shares (PULL-C28), so it
 	// keeps the specification's capital letter and full stop.
 	ErrInvalidOptions = errors.New("inbox: invalid options")
-	// ErrUnsupportedDialect: the dialect is valid, but this version ships PostgreSQL only.
+	// ErrUnsupportedDialect: the dialect is valid, but this version ships no SQL for it (sqlserver).
 	ErrUnsupportedDialect = errors.New("inbox: dialect not supported by this version")
 	// ErrNoConnSource: NewWorker was given a nil ConnSource.
 	ErrNoConnSource = errors.New("inbox: the connection source is nil")

@@ -3,6 +3,7 @@ package inbox
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
@@ -10,13 +11,16 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	_ "github.com/lib/pq" // registers the "postgres" database/sql driver
+	_ "github.com/go-sql-driver/mysql" // registers the "mysql" database/sql driver
+	_ "github.com/lib/pq"              // registers the "postgres" database/sql driver
+	_ "github.com/mattn/go-sqlite3"    // registers the "sqlite3" database/sql driver (cgo)
 )
 
 // pgURL is the test server (PULL-75), overridable by QUEUEBOX_TEST_PG_URL.
@@ -55,21 +59,118 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// fixture is one isolated schema with an inbox table and app_rows (clients/contract/fixtures).
+// dialectOf is the database a test runs on: the innermost segment of its name that names a
+// dialect (eachDialect's subtests are named so), else PostgreSQL.
+func dialectOf(t testing.TB) Dialect {
+	parts := strings.Split(t.Name(), "/")
+	for i := len(parts) - 1; i >= 0; i-- {
+		switch d := Dialect(parts[i]); d {
+		case PostgreSQL, MySQL, SQLite:
+			return d
+		}
+	}
+	return PostgreSQL
+}
+
+// sourceFor is the stored source name of a case's source ("s", "t"). MySQL's claim lock is a
+// named lock of the whole server (queuebox_pull: + SHA-256 of "<table>:<source>", pull.md §5.3),
+// so tests that run at the same time on one server use their own source names; otherwise one
+// test's held lock (C19, C20) would stall the others.
+func sourceFor(t testing.TB, source string) string {
+	if dialectOf(t) != MySQL {
+		return source
+	}
+	sum := sha256.Sum256([]byte(t.Name()))
+	return source + "_" + hex.EncodeToString(sum[:6])
+}
+
+// eachDialect runs body as one subtest per database (postgresql, sqlite, mysql); a database
+// that cases.json does not list for the case is skipped with the PULL-76 reason.
+func eachDialect(t *testing.T, id string, body func(t *testing.T)) {
+	listed := caseDatabases(t, id)
+	for _, d := range []Dialect{PostgreSQL, SQLite, MySQL} {
+		d := d
+		t.Run(string(d), func(t *testing.T) {
+			if !listed[string(d)] {
+				t.Skipf("not applicable on %s: cases.json does not list it for %s (PULL-76)", d, id)
+			}
+			body(t)
+		})
+	}
+}
+
+func caseDatabases(t testing.TB, id string) map[string]bool {
+	var cases struct {
+		Cases []struct {
+			ID        string   `json:"id"`
+			Databases []string `json:"databases"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal([]byte(readContract(t, "cases.json")), &cases); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases.Cases {
+		if c.ID == id {
+			out := map[string]bool{}
+			for _, d := range c.Databases {
+				out[d] = true
+			}
+			return out
+		}
+	}
+	t.Fatalf("cases.json has no case %s", id)
+	return nil
+}
+
+// mysqlDSN is the MariaDB test server (PULL-75): QUEUEBOX_TEST_MYSQL_URL
+// (mysql://user:password@host:port), else root without a password on 127.0.0.1:3306.
+func mysqlDSN(t testing.TB, database string) string {
+	raw := os.Getenv("QUEUEBOX_TEST_MYSQL_URL")
+	if raw == "" {
+		raw = "mysql://root@127.0.0.1:3306"
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := u.User.Username()
+	if p, ok := u.User.Password(); ok {
+		user += ":" + p
+	}
+	// clientFoundRows: an UPDATE reports the rows its fence matched (PULL-10); UTC times.
+	return fmt.Sprintf("%s@tcp(%s)/%s?clientFoundRows=true&parseTime=true&loc=UTC&time_zone=%%27%%2B00%%3A00%%27", user, u.Host, database)
+}
+
+// fixture is one isolated inbox table and app_rows (clients/contract/fixtures): a schema on
+// PostgreSQL, a file database on SQLite, a database on MySQL/MariaDB.
 type fixture struct {
-	t      *testing.T
-	schema string
-	names  map[string]string // placeholder name -> mapped name
-	db     *sql.DB           // connections with search_path = schema
-	admin  *sql.DB
+	t       *testing.T
+	dialect Dialect
+	schema  string
+	names   map[string]string // placeholder name -> mapped name
+	db      *sql.DB           // the worker's connections
+	admin   *sql.DB
 }
 
 func newFixture(t *testing.T, s Schema) *fixture {
 	t.Helper()
-	f := &fixture{t: t, schema: "qb_go_" + randHex(6), names: map[string]string{}}
+	f := &fixture{t: t, dialect: dialectOf(t), schema: "qb_go_" + randHex(6), names: map[string]string{}}
 	for _, n := range s.names() {
 		f.names[n[0]] = n[1]
 	}
+	switch f.dialect {
+	case SQLite:
+		f.openSQLite(s)
+	case MySQL:
+		f.openMySQL(s)
+	default:
+		f.openPostgres(s)
+	}
+	return f
+}
+
+func (f *fixture) openPostgres(s Schema) {
+	t := f.t
 	admin, err := sql.Open("postgres", pgURL())
 	if err != nil {
 		t.Fatal(err)
@@ -113,18 +214,105 @@ func newFixture(t *testing.T, s Schema) *fixture {
 		_, _ = admin.ExecContext(ctx, `DROP SCHEMA IF EXISTS "`+f.schema+`" CASCADE`)
 		admin.Close()
 	})
-	return f
+}
+
+// statementsOf splits a fixture script into its statements (comment lines dropped).
+func statementsOf(script string) []string {
+	var out []string
+	for _, st := range strings.Split(dropComments(script), ";\n") {
+		if st = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(st), ";")); st != "" {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+func (f *fixture) runScript(db *sql.DB, file string, s Schema) {
+	script, err := renderNames(readContract(f.t, file), s.names())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, st := range statementsOf(script) {
+		if _, err := db.Exec(st); err != nil {
+			f.t.Fatalf("fixture statement: %v\n%s", err, st)
+		}
+	}
+}
+
+func (f *fixture) openSQLite(s Schema) {
+	dir := f.t.TempDir()
+	// No busy timeout in the DSN: the worker sets its own on every connection (pull.md §5.4).
+	db, err := sql.Open("sqlite3", "file:"+filepath.Join(dir, "inbox.db"))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.db, f.admin = db, db
+	f.runScript(db, "fixtures/sqlite.sql", s)
+	f.t.Cleanup(func() { db.Close() })
+}
+
+func (f *fixture) openMySQL(s Schema) {
+	admin, err := sql.Open("mysql", mysqlDSN(f.t, ""))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	name := "qb_clients_go_" + randHex(6)
+	if _, err := admin.Exec("CREATE DATABASE `" + name + "`"); err != nil {
+		f.t.Fatalf("MariaDB cannot be reached (QUEUEBOX_TEST_MYSQL_URL or 127.0.0.1:3306): %v", err)
+	}
+	db, err := sql.Open("mysql", mysqlDSN(f.t, name))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	db.SetMaxOpenConns(20)
+	f.db, f.admin = db, admin
+	f.runScript(db, "fixtures/mysql.sql", s)
+	f.t.Cleanup(func() {
+		db.Close()
+		_, _ = admin.Exec("DROP DATABASE IF EXISTS `" + name + "`")
+		admin.Close()
+	})
 }
 
 func (f *fixture) n(name string) string { return `"` + f.names[name] + `"` }
 
-// q renders {placeholders} of a test statement with the fixture's names.
+// q renders {placeholders} of a test statement with the fixture's names, and writes it for the
+// dialect: PostgreSQL's $n become ? and, on MySQL, the "quotes" become backticks.
 func (f *fixture) q(text string) string {
 	out, err := renderNames(text, fixtureNames(f.names))
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	if f.dialect != PostgreSQL {
+		out = regexp.MustCompile(`\$[0-9]+`).ReplaceAllString(out, "?")
+		out = strings.ReplaceAll(out, "::text", "")
+	}
+	if f.dialect == MySQL {
+		out = strings.ReplaceAll(out, `"`, "`")
+	}
 	return out
+}
+
+// now is the database clock on the dialect (pull.md PULL-7).
+func (f *fixture) now() string {
+	switch f.dialect {
+	case SQLite:
+		return "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+	case MySQL:
+		return "UTC_TIMESTAMP(6)"
+	}
+	return "clock_timestamp()"
+}
+
+// nowPlus is the database clock plus a bound number of milliseconds (one ? or $n, given).
+func (f *fixture) nowPlus(param string) string {
+	switch f.dialect {
+	case SQLite:
+		return "strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.3f seconds', " + param + " / 1000.0))"
+	case MySQL:
+		return "UTC_TIMESTAMP(6) + INTERVAL " + param + " * 1000 MICROSECOND"
+	}
+	return "clock_timestamp() + " + param + "::bigint * interval '1 millisecond'"
 }
 
 func fixtureNames(m map[string]string) [][2]string {
@@ -163,6 +351,7 @@ func (f *fixture) insert(r row) string {
 	if r.source == "" {
 		r.source = "s"
 	}
+	r.source = sourceFor(f.t, r.source)
 	if r.consumption == "" {
 		r.consumption = "pull"
 	}
@@ -181,17 +370,38 @@ func (f *fixture) insert(r row) string {
 	if r.ref == "" {
 		r.ref = r.id
 	}
+	json := "$8::jsonb, $9::jsonb"
+	if f.dialect != PostgreSQL {
+		json = "$8, $9"
+	}
 	_, err := f.db.Exec(f.q(`INSERT INTO "{inbox}" ("{id}", "{source}", "{consumption}", "{state}", "{idempotency_key}",
 		"{aggregate_id}", "{event_type}", "{payload}", "{headers}", "{correlation_id}", "{attempt}", "{scheduled_at}", "{created_at}")
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, $9::jsonb, $10, $11,
-		clock_timestamp() + $12::bigint * interval '1 millisecond',
-		clock_timestamp() - interval '60 s' + $13::bigint * interval '1 millisecond')`),
+		VALUES ($1, $2, $3, $4, $5, $6, $7, `+json+`, $10, $11, `+f.nowPlus("$12")+`, `+f.nowPlus("$13")+`)`),
 		r.id, r.source, r.consumption, r.state, r.ref, r.aggregateID, r.eventType, r.payload, r.headers,
-		r.correlationID, r.attempt, int64(r.scheduledIn/time.Millisecond), int64(r.index))
+		r.correlationID, r.attempt, int64(r.scheduledIn/time.Millisecond), int64(-60000+r.index))
 	if err != nil {
 		f.t.Fatalf("insert: %v", err)
 	}
 	return r.id
+}
+
+// nullTime scans a nullable point in time as any of the drivers returns it.
+type nullTime struct {
+	Valid bool
+	Time  time.Time
+}
+
+func (n *nullTime) Scan(v any) error {
+	if v == nil {
+		*n = nullTime{}
+		return nil
+	}
+	var d dbTime
+	if err := d.Scan(v); err != nil {
+		return err
+	}
+	*n = nullTime{Valid: true, Time: d.t}
+	return nil
 }
 
 type rowState struct {
@@ -199,8 +409,8 @@ type rowState struct {
 	attempt   int
 	lastError sql.NullString
 	token     sql.NullString
-	lease     sql.NullTime
-	processed sql.NullTime
+	lease     nullTime
+	processed nullTime
 }
 
 func (f *fixture) get(id string) rowState {
@@ -216,7 +426,7 @@ func (f *fixture) get(id string) rowState {
 
 func (f *fixture) appRows(id string) int {
 	var n int
-	if err := f.db.QueryRow(`SELECT count(*) FROM app_rows WHERE message_id = $1`, id).Scan(&n); err != nil {
+	if err := f.db.QueryRow(f.q(`SELECT count(*) FROM app_rows WHERE message_id = $1`), id).Scan(&n); err != nil {
 		f.t.Fatal(err)
 	}
 	return n
@@ -225,7 +435,7 @@ func (f *fixture) appRows(id string) int {
 // steal is "the thief": a new token and a 600 s lease, set directly.
 func (f *fixture) steal(id string) string {
 	tok := newToken()
-	_, err := f.db.Exec(f.q(`UPDATE "{inbox}" SET "{claim_token}" = $1, "{lease_expires_at}" = clock_timestamp() + interval '600 s' WHERE "{id}" = $2`), tok, id)
+	_, err := f.db.Exec(f.q(`UPDATE "{inbox}" SET "{claim_token}" = $1, "{lease_expires_at}" = `+f.nowPlus("$2")+` WHERE "{id}" = $3`), tok, int64(600000), id)
 	if err != nil {
 		f.t.Errorf("steal: %v", err)
 	}
@@ -303,6 +513,10 @@ func startWorker(t *testing.T, src ConnSource, opts Options, h Handler) *started
 	if opts.Source == "" {
 		opts.Source = "s"
 	}
+	opts.Source = sourceFor(t, opts.Source)
+	if opts.Dialect == "" {
+		opts.Dialect = dialectOf(t)
+	}
 	if opts.PollInterval == 0 {
 		opts.PollInterval = 50 * time.Millisecond
 	}
@@ -349,8 +563,9 @@ func (f *fixture) waitState(id, state string, d time.Duration) {
 	waitFor(f.t, d, "row "+id+" to be "+state, func() bool { return f.get(id).state == state })
 }
 
-func insertApp(ctx context.Context, tx Tx, id, note string) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO app_rows (message_id, note) VALUES ($1, $2)`, id, note)
+// insertApp is the handler's application write, in the dialect's parameter style.
+func (f *fixture) insertApp(ctx context.Context, tx Tx, id, note string) error {
+	_, err := tx.ExecContext(ctx, f.q(`INSERT INTO app_rows (message_id, note) VALUES ($1, $2)`), id, note)
 	return err
 }
 

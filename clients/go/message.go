@@ -29,7 +29,9 @@ type Tx interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-type handlerTx struct{ tx *sql.Tx }
+// handlerTx is what the handler sees of its transaction: a *sql.Tx, or on SQLite a
+// connection inside BEGIN IMMEDIATE (txConn).
+type handlerTx struct{ tx Tx }
 
 func (h handlerTx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	return h.tx.ExecContext(ctx, q, args...)

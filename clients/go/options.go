@@ -11,7 +11,7 @@ import (
 // Dialect selects the SQL that the worker runs (pull.md §5).
 type Dialect string
 
-// The dialects of PULL-56. Only PostgreSQL statements ship in this version.
+// The dialects of PULL-56. PostgreSQL, MySQL/MariaDB and SQLite statements ship in this version.
 const (
 	PostgreSQL Dialect = "postgresql"
 	SQLServer  Dialect = "sqlserver"
@@ -197,8 +197,13 @@ func (o Options) validate() (*config, error) {
 			return nil, invalidOption(fmt.Sprintf("The schema name %s is not a plain SQL identifier.", n[1]))
 		}
 	}
-	if c.dialect != PostgreSQL {
+	if c.dialect == SQLServer {
 		return nil, unsupportedDialect(c.dialect)
+	}
+	if c.dialect == SQLite {
+		// One row at a time: SQLite's single write lock would make a second claimed row wait
+		// for the first row's handler (PULL-28).
+		c.batchSize, c.maxConcurrency = 1, 1
 	}
 	c.policy = o.RetryPolicy
 	if c.policy == nil {

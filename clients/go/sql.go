@@ -7,13 +7,50 @@ import (
 	"strings"
 )
 
+// stmt is one rendered statement: its text for the driver and the parameter names in the
+// driver's binding order ("ids" where MySQL expands the claimed ids).
+type stmt struct {
+	text  string
+	slots []string
+}
+
+// args returns the text (with MySQL's :ids expanded to one ? per id) and the driver's
+// arguments, from the values by canonical name.
+func (s stmt) args(values map[string]any, ids []any) (string, []any) {
+	var out []any
+	expand := false
+	for _, name := range s.slots {
+		if name == "ids" {
+			expand = true
+			out = append(out, ids...)
+			continue
+		}
+		out = append(out, values[name])
+	}
+	text := s.text
+	if expand {
+		marks := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
+		text = strings.Replace(text, ":ids", marks, 1)
+	}
+	return text, out
+}
+
+// mysqlClaim holds the steps of the MySQL/MariaDB claim around its select (pull.md §5.3).
+type mysqlClaim struct {
+	lock, update, fetch, unlock stmt
+}
+
 // statements are the five pull statements rendered for one worker (names substituted,
 // parameters mapped to the driver's style) once, when the worker is built.
 type statements struct {
-	claim, renew, complete, retry, dead string
+	// claim is the claim statement (PostgreSQL, SQLite) or the select of step 3 (MySQL).
+	claim                        stmt
+	mysql                        *mysqlClaim
+	renew, complete, retry, dead stmt
 }
 
-// Canonical parameter order of the contract (clients/contract/README.md), i.e. PULL-11.
+// Canonical parameter order of the contract (clients/contract/README.md), i.e. PULL-11. Every
+// claim file of a dialect takes the claim's values.
 var canonicalParams = map[string][]string{
 	"claim":    {"source", "batch", "lease_ms", "cand_limit", "token"},
 	"renew":    {"lease_ms", "id", "token"},
@@ -25,32 +62,90 @@ var canonicalParams = map[string][]string{
 var placeholderRe = regexp.MustCompile(`\{[a-z_]+\}`)
 
 func unsupportedDialect(d Dialect) error {
-	return fmt.Errorf("%w: %s (only postgresql)", ErrUnsupportedDialect, d)
+	return fmt.Errorf("%w: %s (postgresql, mysql and sqlite only)", ErrUnsupportedDialect, d)
 }
 
 func renderStatements(d Dialect, names [][2]string) (*statements, error) {
-	if d != PostgreSQL {
+	if d != PostgreSQL && d != MySQL && d != SQLite {
 		return nil, unsupportedDialect(d)
 	}
 	var s statements
-	for _, st := range []struct {
-		name string
-		text string
-		dst  *string
-	}{
-		{"claim", pgClaimSQL, &s.claim},
-		{"renew", pgRenewSQL, &s.renew},
-		{"complete", pgCompleteSQL, &s.complete},
-		{"retry", pgRetrySQL, &s.retry},
-		{"dead", pgDeadSQL, &s.dead},
-	} {
-		out, err := renderPostgres(st.text, names, canonicalParams[st.name])
+	claim := "claim"
+	if d == MySQL {
+		claim = "claim-select"
+		s.mysql = &mysqlClaim{}
+	}
+	type item struct {
+		file, order string
+		dst         *stmt
+	}
+	items := []item{
+		{claim, "claim", &s.claim},
+		{"renew", "renew", &s.renew},
+		{"complete", "complete", &s.complete},
+		{"retry", "retry", &s.retry},
+		{"dead", "dead", &s.dead},
+	}
+	if d == MySQL {
+		items = append(items,
+			item{"claim-lock", "claim", &s.mysql.lock},
+			item{"claim-update", "claim", &s.mysql.update},
+			item{"claim-fetch", "claim", &s.mysql.fetch},
+			item{"claim-unlock", "claim", &s.mysql.unlock})
+	}
+	for _, it := range items {
+		text := contractSQL[string(d)+"/"+it.file]
+		out, err := render(d, text, names, canonicalParams[it.order])
 		if err != nil {
-			return nil, fmt.Errorf("inbox: contract statement %s: %w", st.name, err)
+			return nil, fmt.Errorf("inbox: contract statement %s/%s: %w", d, it.file, err)
 		}
-		*st.dst = out
+		*it.dst = out
 	}
 	return &s, nil
+}
+
+// render substitutes names and maps parameters in the dialect's style: $n in the canonical
+// order (PostgreSQL), ? per occurrence with :ids kept for expansion (MySQL), :name kept and
+// bound by first appearance (SQLite numbers :name parameters that way; a repeat shares it).
+func render(d Dialect, text string, names [][2]string, order []string) (stmt, error) {
+	if d == PostgreSQL {
+		out, err := renderPostgres(text, names, order)
+		return stmt{text: out, slots: order}, err
+	}
+	t, err := renderNames(dropComments(text), names)
+	if err != nil {
+		return stmt{}, err
+	}
+	known := map[string]bool{}
+	for _, n := range order {
+		known[n] = true
+	}
+	var unknown string
+	var slots []string
+	seen := map[string]bool{}
+	out, _ := mapParams(t, func(name string) string {
+		switch {
+		case d == MySQL && name == "ids":
+			slots = append(slots, name)
+			return ":ids"
+		case !known[name]:
+			unknown = name
+			return ":" + name
+		case d == MySQL:
+			slots = append(slots, name)
+			return "?"
+		default:
+			if !seen[name] {
+				seen[name] = true
+				slots = append(slots, name)
+			}
+			return ":" + name
+		}
+	})
+	if unknown != "" {
+		return stmt{}, fmt.Errorf("unknown parameter :%s", unknown)
+	}
+	return stmt{text: out, slots: slots}, nil
 }
 
 // dropComments removes every line whose first non-blank characters are "--".

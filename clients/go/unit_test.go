@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -157,64 +158,101 @@ func (b *blockingSource) Conn(ctx context.Context) (*sql.Conn, error) {
 }
 
 func TestPullC29_RenderedSQLEqualsTheCanonicalText(t *testing.T) {
-	spec := specStatements(t)
 	mapped := Schema{Table: "msg_in", ID: "mid", Source: "src", Consumption: "mode", State: "st",
 		IdempotencyKey: "ikey", AggregateID: "agg", EventType: "etype", Payload: "body", Headers: "hdrs",
 		CorrelationID: "corr", Attempt: "tries", ScheduledAt: "due_at", CreatedAt: "made_at",
 		ClaimToken: "tok", ClaimedAt: "claimed", LeaseExpiresAt: "lease_end", ProcessedAt: "done_at", LastError: "err_text"}
-	texts := map[string]string{"claim": pgClaimSQL, "renew": pgRenewSQL, "complete": pgCompleteSQL, "retry": pgRetrySQL, "dead": pgDeadSQL}
-	quoted := regexp.MustCompile(`"([a-z_]+)"`)
-	for _, s := range []Schema{{}, mapped} {
-		names := s.names()
-		m := map[string]string{}
-		for _, n := range names {
-			m[n[0]] = n[1]
+	for _, d := range []Dialect{PostgreSQL, SQLite, MySQL} {
+		spec := specStatements(t, d)
+		quote := `"`
+		if d == MySQL {
+			quote = "`"
 		}
-		for name, text := range texts {
-			got, err := renderNames(dropComments(text), names)
+		quoted := regexp.MustCompile(quote + `([a-z_]+)` + quote)
+		for _, s := range []Schema{{}, mapped} {
+			names := s.names()
+			m := map[string]string{}
+			for _, n := range names {
+				m[n[0]] = n[1]
+			}
+			st, err := renderStatements(d, names)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if spec != nil {
-				want := quoted.ReplaceAllStringFunc(spec[name], func(q string) string {
+			rendered := map[string]stmt{"renew": st.renew, "complete": st.complete, "retry": st.retry, "dead": st.dead}
+			if d == MySQL {
+				rendered["claim-select"] = st.claim
+				rendered["claim-lock"], rendered["claim-update"] = st.mysql.lock, st.mysql.update
+				rendered["claim-fetch"], rendered["claim-unlock"] = st.mysql.fetch, st.mysql.unlock
+			} else {
+				rendered["claim"] = st.claim
+			}
+			for name, got := range rendered {
+				// The driver's parameters back to :name, in the slots' order.
+				text := got.text
+				switch d {
+				case PostgreSQL:
+					for i := len(got.slots); i >= 1; i-- {
+						text = strings.ReplaceAll(text, fmt.Sprintf("$%d", i), ":"+got.slots[i-1])
+					}
+				case MySQL:
+					var slots []string
+					for _, n := range got.slots {
+						if n != "ids" {
+							slots = append(slots, n)
+						}
+					}
+					var b strings.Builder
+					for _, c := range text {
+						if c == '?' {
+							b.WriteString(":" + slots[0])
+							slots = slots[1:]
+							continue
+						}
+						b.WriteRune(c)
+					}
+					text = b.String()
+				}
+				if spec == nil {
+					continue
+				}
+				want, ok := spec[name]
+				if !ok {
+					t.Fatalf("%s: pull.md has no %s statement", d, name)
+				}
+				want = quoted.ReplaceAllStringFunc(want, func(q string) string {
 					if v, ok := m[q[1:len(q)-1]]; ok {
-						return `"` + v + `"`
+						return quote + v + quote
 					}
 					return q
 				})
-				if normalize(got) != normalize(want) {
-					t.Errorf("%s (%s): rendered text differs from pull.md §5.1\n got: %s\nwant: %s", name, m["inbox"], normalize(got), normalize(want))
+				// The table name inside MySQL's lock name is a string literal (PULL-24).
+				want = strings.ReplaceAll(want, "CONCAT('inbox'", "CONCAT('"+m["inbox"]+"'")
+				if normalize(text) != normalize(want) {
+					t.Errorf("%s/%s (%s): rendered text differs from pull.md §5\n got: %s\nwant: %s", d, name, m["inbox"], normalize(text), normalize(want))
 				}
-			}
-			// PostgreSQL parameters: $n in the canonical order, no :name left.
-			pg, err := renderPostgres(text, names, canonicalParams[name])
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, _ := mapParams(got, func(p string) string {
-				for i, c := range canonicalParams[name] {
-					if c == p {
-						return fmt.Sprintf("$%d", i+1)
-					}
-				}
-				return "?"
-			})
-			if pg != want || regexp.MustCompile(`[^:]:[a-z]`).MatchString(pg) || contains(pg, "{") && !contains(pg, "'{}'") {
-				t.Errorf("%s: parameters not mapped: %s", name, pg)
 			}
 		}
 	}
 	st, err := renderStatements(PostgreSQL, Schema{}.names())
-	if err != nil || !contains(st.claim, "LIMIT $4") || !contains(st.claim, "LIMIT $2") || !contains(st.retry, `"scheduled_at" = clock_timestamp() + $1 * INTERVAL`) {
+	if err != nil || !contains(st.claim.text, "LIMIT $4") || !contains(st.claim.text, "LIMIT $2") || !contains(st.retry.text, `"scheduled_at" = clock_timestamp() + $1 * INTERVAL`) {
 		t.Errorf("rendered statements %v %+v", err, st)
+	}
+	my, err := renderStatements(MySQL, Schema{}.names())
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, args := my.mysql.update.args(map[string]any{"token": "t", "lease_ms": 5, "source": "s"}, []any{"a", "b"})
+	if !contains(text, "IN (?, ?)") || !reflect.DeepEqual(args, []any{"t", 5, "a", "b", "s"}) {
+		t.Errorf("MySQL :ids expansion: %s %v", text, args)
 	}
 }
 
 func normalize(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// specStatements reads the five PostgreSQL texts of pull.md §5.1 (QUEUEBOX_SPEC_PULL, or the
-// shared spec); nil when the specification is not available on this machine.
-func specStatements(t *testing.T) map[string]string {
+// specStatements reads the statement texts of pull.md §5 for a dialect (QUEUEBOX_SPEC_PULL, or
+// the shared spec), by contract file name; nil when the specification is not on this machine.
+func specStatements(t *testing.T, d Dialect) map[string]string {
 	path := os.Getenv("QUEUEBOX_SPEC_PULL")
 	if path == "" {
 		path = "/work/shared/spec/pull.md"
@@ -225,23 +263,38 @@ func specStatements(t *testing.T) map[string]string {
 		return nil
 	}
 	text := string(b)
-	start := strings.Index(text, "### 5.1 PostgreSQL")
-	end := strings.Index(text, "### 5.2")
+	heading, next, files := "### 5.1 PostgreSQL", "### 5.2", []string{"claim", "renew", "complete", "retry", "dead"}
+	switch d {
+	case MySQL:
+		heading, next = "### 5.3 MySQL", "### 5.4"
+		files = []string{"claim-lock", "claim-select", "claim-update", "claim-fetch", "claim-unlock", "renew", "complete", "retry", "dead"}
+	case SQLite:
+		heading, next = "### 5.4 SQLite", "## 6."
+	}
+	start := strings.Index(text, heading)
+	end := strings.Index(text[start:], next) + start
 	if start < 0 || end < start {
-		t.Fatal("pull.md has no §5.1")
+		t.Fatalf("pull.md has no %s", heading)
 	}
 	blocks := regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(text[start:end], -1)
-	if len(blocks) != 5 {
-		t.Fatalf("pull.md §5.1 has %d sql blocks", len(blocks))
+	if len(blocks) != len(files) {
+		t.Fatalf("pull.md %s has %d sql blocks", heading, len(blocks))
 	}
-	return map[string]string{"claim": blocks[0][1], "renew": blocks[1][1], "complete": blocks[2][1], "retry": blocks[3][1], "dead": blocks[4][1]}
+	out := map[string]string{}
+	for i, f := range files {
+		out[f] = blocks[i][1]
+	}
+	return out
 }
 
 func TestGeneratedSQLMatchesContract(t *testing.T) {
-	for name, text := range map[string]string{"claim": pgClaimSQL, "renew": pgRenewSQL, "complete": pgCompleteSQL, "retry": pgRetrySQL, "dead": pgDeadSQL} {
-		if want := readContract(t, "postgresql/"+name+".sql"); text != want {
-			t.Errorf("sql_postgresql.go is stale for %s.sql: run clients/go/gen.sh", name)
+	for key, text := range contractSQL {
+		if want := readContract(t, key+".sql"); text != want {
+			t.Errorf("sql_contract.go is stale for %s.sql: run clients/go/gen.sh", key)
 		}
+	}
+	if len(contractSQL) != 19 {
+		t.Errorf("sql_contract.go has %d statements, want 5 + 5 + 9", len(contractSQL))
 	}
 }
 

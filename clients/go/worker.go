@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -243,65 +244,130 @@ func candLimit(batch int) int {
 	return c
 }
 
-// claim runs the claim alone in its own short READ COMMITTED transaction and commits before any
-// handler starts (PULL-21). A stop request does not interrupt a claim in flight.
+// errLock is the MySQL lock step's failure (pull.md §5.3); it is transient (PULL-19).
+var errLock = errors.New("inbox pull claim: GET_LOCK did not acquire the per-source claim lock")
+
+// busyTimeout is the SQLite busy timeout of every connection (PULL-18, PULL-58).
+const busyTimeout = 10000
+
+// conn takes a connection for purpose p; on SQLite it sets the busy timeout first.
+func (w *Worker) conn(ctx context.Context, p Purpose) (*sql.Conn, error) {
+	conn, err := w.db.Conn(withPurpose(ctx, p))
+	if err != nil {
+		return nil, err
+	}
+	if w.cfg.dialect == SQLite {
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA busy_timeout = %d", busyTimeout)); err != nil {
+			conn.Close()
+			return nil, err
+		}
+	}
+	return conn, nil
+}
+
+// txConn is a transaction on SQLite: BEGIN IMMEDIATE takes the write lock at the start, which
+// database/sql's BeginTx cannot ask of every driver (PULL-28).
+type txConn struct {
+	conn *sql.Conn
+	ctx  context.Context
+	open bool
+}
+
+func beginImmediate(ctx context.Context, conn *sql.Conn) (*txConn, error) {
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return nil, err
+	}
+	return &txConn{conn: conn, ctx: ctx, open: true}, nil
+}
+
+func (t *txConn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return t.conn.ExecContext(ctx, q, args...)
+}
+func (t *txConn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return t.conn.QueryContext(ctx, q, args...)
+}
+func (t *txConn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return t.conn.QueryRowContext(ctx, q, args...)
+}
+func (t *txConn) Commit() error {
+	if !t.open {
+		return sql.ErrTxDone
+	}
+	t.open = false
+	_, err := t.conn.ExecContext(t.ctx, "COMMIT")
+	return err
+}
+func (t *txConn) Rollback() error {
+	if !t.open {
+		return sql.ErrTxDone
+	}
+	t.open = false
+	_, err := t.conn.ExecContext(t.ctx, "ROLLBACK")
+	return err
+}
+
+// workTx is the handler transaction the worker owns.
+type workTx interface {
+	Tx
+	Commit() error
+	Rollback() error
+}
+
+// begin starts the handler transaction: BEGIN IMMEDIATE on SQLite, the default elsewhere.
+func (w *Worker) begin(ctx context.Context, conn *sql.Conn) (workTx, error) {
+	if w.cfg.dialect == SQLite {
+		return beginImmediate(ctx, conn)
+	}
+	return conn.BeginTx(ctx, nil)
+}
+
+// claim runs the claim on its own connection and commits before any handler starts
+// (PULL-21): one statement in a READ COMMITTED transaction (PostgreSQL), BEGIN IMMEDIATE
+// (SQLite), or the locked sequence of pull.md §5.3 (MySQL). A stop request does not interrupt a
+// claim in flight.
 func (w *Worker) claim(base context.Context) ([]*claimed, error) {
 	ctx, cancel := context.WithTimeout(base, claimTimeout)
 	defer cancel()
-	conn, err := w.db.Conn(withPurpose(ctx, PurposeClaim))
+	conn, err := w.conn(ctx, PurposeClaim)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback() //nolint:errcheck
 	token := newToken()
-	rows, err := tx.QueryContext(ctx, w.sql.claim, w.cfg.source, int64(w.cfg.batchSize), w.cfg.leaseMs, int64(candLimit(w.cfg.batchSize)), token)
-	if err != nil {
-		return nil, err
+	values := map[string]any{
+		"source": w.cfg.source, "batch": int64(w.cfg.batchSize), "lease_ms": w.cfg.leaseMs,
+		"cand_limit": int64(candLimit(w.cfg.batchSize)), "token": token,
 	}
 	var out []*claimed
-	for rows.Next() {
-		var (
-			c                  claimed
-			agg, evt, corr     sql.NullString
-			payload, headers   []byte
-			attempt            int64
-			scheduled, created time.Time
-		)
-		if err := rows.Scan(&c.msg.ID, &c.msg.Source, &c.msg.IdempotencyKey, &agg, &evt, &payload, &attempt, &corr, &headers, &scheduled, &created); err != nil {
-			rows.Close()
+	switch w.cfg.dialect {
+	case MySQL:
+		out, err = w.claimMySQL(ctx, conn, values, token)
+	case SQLite:
+		var tx *txConn
+		if tx, err = beginImmediate(ctx, conn); err != nil {
 			return nil, err
 		}
+		defer tx.Rollback() //nolint:errcheck
+		text, args := w.sql.claim.args(values, nil)
+		if out, err = scanClaimed(tx.QueryContext(ctx, text, args...)); err == nil {
+			err = tx.Commit()
+		}
+	default:
+		var tx *sql.Tx
+		if tx, err = conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted}); err != nil {
+			return nil, err
+		}
+		defer tx.Rollback() //nolint:errcheck
+		text, args := w.sql.claim.args(values, nil)
+		if out, err = scanClaimed(tx.QueryContext(ctx, text, args...)); err == nil {
+			err = tx.Commit()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range out {
 		c.token = token
-		c.msg.AggregateID = nullable(agg)
-		c.msg.EventType = nullable(evt)
-		c.msg.CorrelationID = nullable(corr)
-		c.msg.Attempt = int(attempt)
-		c.msg.CreatedAt = created.UTC()
-		c.scheduled = scheduled
-		if json.Valid(payload) {
-			c.msg.Payload = json.RawMessage(payload)
-		} else {
-			c.payloadErr = true
-		}
-		h, herr := parseHeaders(headers)
-		if herr != nil {
-			h = map[string]string{}
-		}
-		c.msg.Headers = h
-		out = append(out, &c)
-	}
-	if err := rows.Err(); err != nil {
-		rows.Close()
-		return nil, err
-	}
-	rows.Close()
-	if err := tx.Commit(); err != nil {
-		return nil, err
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -314,6 +380,133 @@ func (w *Worker) claim(base context.Context) ([]*claimed, error) {
 		return a.msg.ID < b.msg.ID
 	})
 	return out, nil
+}
+
+// claimMySQL runs the seven steps of pull.md §5.3 on conn. Once the lock is held, a failure
+// closes the connection instead of returning it to the pool, which releases the named lock
+// (PULL-20).
+func (w *Worker) claimMySQL(ctx context.Context, conn *sql.Conn, values map[string]any, token string) ([]*claimed, error) {
+	m := w.sql.mysql
+	text, args := m.lock.args(values, nil)
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, text, args...).Scan(&got); err != nil {
+		return nil, err
+	}
+	if !got.Valid || got.Int64 != 1 {
+		return nil, errLock
+	}
+	out, err := func() ([]*claimed, error) {
+		tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return nil, err
+		}
+		defer tx.Rollback() //nolint:errcheck
+		text, args := w.sql.claim.args(values, nil)
+		rows, err := tx.QueryContext(ctx, text, args...)
+		if err != nil {
+			return nil, err
+		}
+		var ids []any
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		var out []*claimed
+		if len(ids) > 0 {
+			text, args := m.update.args(values, ids)
+			if _, err := tx.ExecContext(ctx, text, args...); err != nil {
+				return nil, err
+			}
+			text, args = m.fetch.args(values, ids)
+			if out, err = scanClaimed(tx.QueryContext(ctx, text, args...)); err != nil {
+				return nil, err
+			}
+		}
+		return out, tx.Commit()
+	}()
+	if err == nil {
+		text, args := m.unlock.args(values, nil)
+		_, err = conn.ExecContext(ctx, text, args...)
+	}
+	if err != nil {
+		// driver.ErrBadConn makes database/sql close the connection, not pool it.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		return nil, err
+	}
+	return out, nil
+}
+
+// scanClaimed reads the claimed rows (PULL-22) and closes rows.
+func scanClaimed(rows *sql.Rows, err error) ([]*claimed, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*claimed
+	for rows.Next() {
+		var (
+			c                  claimed
+			agg, evt, corr     sql.NullString
+			payload, headers   []byte
+			attempt            int64
+			scheduled, created dbTime
+		)
+		if err := rows.Scan(&c.msg.ID, &c.msg.Source, &c.msg.IdempotencyKey, &agg, &evt, &payload, &attempt, &corr, &headers, &scheduled, &created); err != nil {
+			return nil, err
+		}
+		c.msg.AggregateID = nullable(agg)
+		c.msg.EventType = nullable(evt)
+		c.msg.CorrelationID = nullable(corr)
+		c.msg.Attempt = int(attempt)
+		c.msg.CreatedAt = created.t.UTC()
+		c.scheduled = scheduled.t
+		if json.Valid(payload) {
+			c.msg.Payload = json.RawMessage(payload)
+		} else {
+			c.payloadErr = true
+		}
+		h, herr := parseHeaders(headers)
+		if herr != nil {
+			h = map[string]string{}
+		}
+		c.msg.Headers = h
+		out = append(out, &c)
+	}
+	return out, rows.Err()
+}
+
+// dbTime scans a point in time as each driver returns it: a time.Time, or text in SQLite's
+// fixed form "YYYY-MM-DDTHH:MM:SS.SSSZ" (PULL-6) or MySQL's "YYYY-MM-DD HH:MM:SS.ffffff" (UTC).
+type dbTime struct{ t time.Time }
+
+func (d *dbTime) Scan(v any) error {
+	var text string
+	switch x := v.(type) {
+	case time.Time:
+		d.t = x
+		return nil
+	case []byte:
+		text = string(x)
+	case string:
+		text = x
+	default:
+		return fmt.Errorf("inbox: a time column holds %T", v)
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999"} {
+		if t, err := time.Parse(layout, text); err == nil {
+			d.t = t.UTC()
+			return nil
+		}
+	}
+	return fmt.Errorf("inbox: %q is not a UTC time", text)
 }
 
 func nullable(s sql.NullString) *string {
@@ -388,6 +581,12 @@ func (w *Worker) renewInterval() time.Duration {
 func (r *run) startRenewal(c *claimed) {
 	c.renewStop = make(chan struct{})
 	c.renewDone = make(chan struct{})
+	if r.w.cfg.dialect == SQLite {
+		// No renewal on SQLite: while the handler transaction holds the write lock no other
+		// connection can take the row or renew it (PULL-28, PULL-39).
+		close(c.renewDone)
+		return
+	}
 	go r.renewLoop(c)
 }
 
@@ -421,7 +620,7 @@ func (r *run) renewLoop(c *claimed) {
 			return
 		default:
 		}
-		n, err := w.exec(r.base, PurposeRenew, timeout, w.sql.renew, w.cfg.leaseMs, c.msg.ID, c.token)
+		n, err := w.exec(r.base, PurposeRenew, timeout, w.sql.renew, map[string]any{"lease_ms": w.cfg.leaseMs, "id": c.msg.ID, "token": c.token})
 		switch {
 		case err != nil && !errors.Is(err, errNoRowCount):
 			w.log(LevelWarn, "The renewal failed.", c, err, nil)
@@ -443,14 +642,15 @@ var errPayloadNotJSON = errors.New("The payload is not valid JSON.")
 
 // exec runs one statement in autocommit mode on its own connection and returns the affected
 // rows.
-func (w *Worker) exec(base context.Context, p Purpose, timeout time.Duration, query string, args ...any) (int64, error) {
+func (w *Worker) exec(base context.Context, p Purpose, timeout time.Duration, st stmt, values map[string]any) (int64, error) {
 	ctx, cancel := context.WithTimeout(base, timeout)
 	defer cancel()
-	conn, err := w.db.Conn(withPurpose(ctx, p))
+	conn, err := w.conn(ctx, p)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close()
+	query, args := st.args(values, nil)
 	res, err := conn.ExecContext(ctx, query, args...)
 	if err != nil {
 		return 0, err
@@ -466,14 +666,14 @@ func (w *Worker) exec(base context.Context, p Purpose, timeout time.Duration, qu
 func (r *run) process(c *claimed) {
 	w := r.w
 	// 1. The handler transaction; its context is not cancelled by a stop request.
-	conn, err := w.db.Conn(withPurpose(r.base, PurposeHandler))
+	conn, err := w.conn(r.base, PurposeHandler)
 	if err != nil {
 		r.stopRenewal(c)
 		w.log(LevelError, "The message was abandoned.", c, err, nil)
 		return
 	}
 	defer conn.Close()
-	tx, err := conn.BeginTx(r.base, nil)
+	tx, err := w.begin(r.base, conn)
 	if err != nil {
 		r.stopRenewal(c)
 		w.log(LevelError, "The message was abandoned.", c, err, nil)
@@ -513,7 +713,8 @@ func (r *run) process(c *claimed) {
 	default:
 		ctx, cancel := context.WithTimeout(r.base, writeTimeout)
 		defer cancel()
-		res, err := tx.ExecContext(ctx, w.sql.complete, c.msg.ID, c.token)
+		query, args := w.sql.complete.args(map[string]any{"id": c.msg.ID, "token": c.token}, nil)
+		res, err := tx.ExecContext(ctx, query, args...)
 		var n int64
 		if err == nil {
 			n, err = res.RowsAffected()
@@ -555,9 +756,9 @@ func (r *run) fail(c *claimed, action FailureAction, cause error) {
 		err error
 	)
 	if action.IsDeadLetter() {
-		n, err = w.exec(r.base, PurposeFailure, writeTimeout, w.sql.dead, text, c.msg.ID, c.token)
+		n, err = w.exec(r.base, PurposeFailure, writeTimeout, w.sql.dead, map[string]any{"error": text, "id": c.msg.ID, "token": c.token})
 	} else {
-		n, err = w.exec(r.base, PurposeFailure, writeTimeout, w.sql.retry, action.delayMs(), text, c.msg.ID, c.token)
+		n, err = w.exec(r.base, PurposeFailure, writeTimeout, w.sql.retry, map[string]any{"delay_ms": action.delayMs(), "error": text, "id": c.msg.ID, "token": c.token})
 	}
 	switch {
 	case err != nil:

@@ -133,7 +133,12 @@ pub(crate) fn read_database(cx: &mut Cx<'_>, node: Option<&Node>) -> DatabaseCon
         Some(path) => cx.cwd.join(path).display().to_string(),
         None => format!("{}:{}", parts.host, parts.port),
     };
-    let password = password.or_else(|| parts.password.clone().map(Secret::new));
+    let password = password.or_else(|| {
+        parts
+            .password
+            .clone()
+            .map(|pw| crate::values::remembered(Secret::new(pw)))
+    });
     config.target = match db_type {
         DatabaseType::Postgresql => {
             DatabaseTarget::Postgres(postgres_target(parts, user, password))

@@ -63,11 +63,42 @@ fn is_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// The largest `file:` secret, in bytes (SEC-12): far more than any key or certificate needs.
+pub const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
+
 /// Reads a `file:` secret: the content without its trailing line breaks. The error text is a
-/// reason only; it never carries the file's content (CFG-21).
+/// reason only; it never carries the file's content (CFG-21). Only a regular file of at most
+/// [`MAX_SECRET_FILE_BYTES`] is read (SEC-12): a device such as `/dev/zero` never ends, and
+/// opening a FIFO waits for a writer that may never come. The type is checked before the open
+/// (which would block on a FIFO) and again on the open file, and the read stops one byte past
+/// the limit whatever the size said, so a file that changes meanwhile cannot get around it.
 pub(crate) fn read_secret_file(file: &str, cwd: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    const NOT_REGULAR: &str = "not a regular file";
+    let too_big = || format!("larger than {MAX_SECRET_FILE_BYTES} bytes");
     let path = cwd.join(file);
-    let bytes = std::fs::read(&path).map_err(|e| io_reason(&e))?;
+    let meta = std::fs::metadata(&path).map_err(|e| io_reason(&e))?;
+    if meta.is_dir() {
+        return Err("it is a directory".to_owned());
+    }
+    if !meta.is_file() {
+        return Err(NOT_REGULAR.to_owned());
+    }
+    if meta.len() > MAX_SECRET_FILE_BYTES {
+        return Err(too_big());
+    }
+    let opened = std::fs::File::open(&path).map_err(|e| io_reason(&e))?;
+    if !opened.metadata().map_err(|e| io_reason(&e))?.is_file() {
+        return Err(NOT_REGULAR.to_owned());
+    }
+    let mut bytes = Vec::new();
+    opened
+        .take(MAX_SECRET_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_reason(&e))?;
+    if bytes.len() as u64 > MAX_SECRET_FILE_BYTES {
+        return Err(too_big());
+    }
     let text = String::from_utf8(bytes).map_err(|_| "the file is not valid UTF-8".to_owned())?;
     Ok(text.trim_end_matches(['\n', '\r']).to_owned())
 }

@@ -215,14 +215,21 @@ pub(crate) fn secret(cx: &mut Cx<'_>, path: &str, node: &Node) -> Option<Secret>
     };
     match text.strip_prefix("file:") {
         Some(file) => match read_secret_file(file, cx.cwd) {
-            Ok(content) => Some(Secret::new(content)),
+            Ok(content) => Some(remembered(Secret::new(content))),
             Err(reason) => {
                 cx.error_at(path, node, format!("cannot read {file}: {reason}"));
                 None
             }
         },
-        None => Some(Secret::new(text)),
+        None => Some(remembered(Secret::new(text))),
     }
+}
+
+/// Every secret of the configuration is masked by the process's redaction from then on, in
+/// every error text, log line and stored `last_error` (operations.md SEC-5).
+pub(crate) fn remembered(secret: Secret) -> Secret {
+    queuebox_core::redact::remember_secret(secret.expose());
+    secret
 }
 
 /// A required secret must not be empty (CFG-24).

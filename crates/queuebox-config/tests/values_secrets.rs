@@ -257,3 +257,58 @@ fn cfg_5_error_load_is_not_yaml_for_non_mapping_top_level() {
     let err = load_yaml("- a\n- b\n").unwrap_err();
     assert!(matches!(err, LoadError::NotYaml { .. }));
 }
+
+/// Issue 17 defect 6 (CFG-21, SEC-12): `file:` reads a regular file of at most 64 KiB. A device
+/// (`/dev/zero` would fill the memory), a FIFO (it would block the start for ever) and a bigger
+/// file are refused with the key, the file and the reason, and never the content.
+#[test]
+fn cfg_21_file_secret_is_a_regular_file_of_at_most_64_kib() {
+    let started = std::time::Instant::now();
+    assert_eq!(
+        errors("database:\n  url: postgres://app@db/app\n  password: file:/dev/zero\n"),
+        ["- database.password: cannot read /dev/zero: not a regular file"]
+    );
+
+    let dir = TempDir::new();
+    dir.write("big", &"x".repeat(64 * 1024 + 1));
+    // 64 KiB with its line break: the limit is on the file, before the break is trimmed.
+    dir.write("fits", &format!("{}\n", "y".repeat(64 * 1024 - 1)));
+    let fifo = dir.path().join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let yaml =
+        |file: &str| format!("database:\n  url: postgres://app@db/app\n  password: file:{file}\n");
+    let big = dir.path().join("big");
+    let fits = dir.path().join("fits");
+    assert_eq!(
+        errors(&yaml(&big.display().to_string())),
+        [format!(
+            "- database.password: cannot read {}: larger than 65536 bytes",
+            big.display()
+        )]
+    );
+    assert_eq!(
+        errors(&yaml(&fifo.display().to_string())),
+        [format!(
+            "- database.password: cannot read {}: not a regular file",
+            fifo.display()
+        )]
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "neither /dev/zero nor the FIFO is read: {:?}",
+        started.elapsed()
+    );
+    let loaded = ok(&yaml(&fits.display().to_string()));
+    let DatabaseTarget::Postgres(pg) = &loaded.config.database.target else {
+        panic!()
+    };
+    assert_eq!(
+        pg.password.expose().len(),
+        64 * 1024 - 1,
+        "a file of exactly 64 KiB is fine"
+    );
+}

@@ -8,7 +8,10 @@
 
 mod auth_scheme;
 mod key_value;
+mod known;
 mod userinfo;
+
+pub use known::{MIN_SECRET_CHARS, remember_secret};
 
 use std::error::Error;
 
@@ -33,10 +36,26 @@ const SCHEME_WORDS: [&str; 5] = ["basic", "bearer", "digest", "negotiate", "toke
 /// Redacts secrets from `text` with the five steps of PULL-65. Every implementation (server and
 /// clients) must give the same output for every input; `clients/contract/redaction-corpus.json`
 /// is the judge.
+///
+/// The server first masks the configuration's own secrets ([`remember_secret`]), which the
+/// clients do not know; with none remembered the output is the corpus's.
 pub fn redact(text: &str) -> String {
+    redact_inner(text, false)
+}
+
+/// [`redact`] for a text that was cut from a longer one (the first `maxErrorBodyBytes` of an
+/// error body): a remembered secret whose start ends the text is masked too.
+pub fn redact_cut(text: &str) -> String {
+    redact_inner(text, true)
+}
+
+fn redact_inner(text: &str, cut_at_end: bool) -> String {
     // Step 1 before anything else: `take` stops reading at the bound, so a 10 MB text costs what
     // a 2512-character one does (PULL-C31).
     let bounded: Vec<char> = text.chars().take(INPUT_BOUND).collect();
+    // A text longer than the bound was cut here as well.
+    let cut_at_end = cut_at_end || bounded.len() == INPUT_BOUND;
+    let bounded = known::mask(&bounded, cut_at_end);
     let text = key_value::mask(&bounded);
     let text = userinfo::mask(&text);
     let text = auth_scheme::mask(&text);

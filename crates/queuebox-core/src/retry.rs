@@ -45,7 +45,8 @@ impl RetryPolicy {
         Duration::from_millis(base.saturating_add(extra))
     }
 
-    /// OUT-30: a `Retry-After` replaces the backoff, clamped to [0, retryMaxDelayMs], no jitter.
+    /// OUT-30: a `Retry-After` delay, clamped to [0, retryMaxDelayMs], no jitter; [`Self::fate`]
+    /// never lets it go below the backoff.
     pub fn retry_after(&self, requested: Duration) -> Duration {
         requested.min(Duration::from_millis(self.max_delay_ms))
     }
@@ -63,9 +64,13 @@ impl RetryPolicy {
         if failures >= max_attempts.max(1) {
             return FailureFate::Dead { attempt: failures };
         }
+        // Issue 17 defect 7: the backoff is the floor. A Retry-After may ask for longer (up to
+        // retryMaxDelayMs), never for less: a date in the past or `0` would otherwise spend
+        // every delivery of the row within a fraction of a second.
+        let backoff = self.backoff(failures, jitter);
         let delay = match retry_after {
-            Some(requested) => self.retry_after(requested),
-            None => self.backoff(failures, jitter),
+            Some(requested) => self.retry_after(requested).max(backoff),
+            None => backoff,
         };
         FailureFate::Retry {
             attempt: failures,
@@ -133,6 +138,35 @@ mod tests {
                 attempt: 1,
                 delay: Duration::from_secs(60)
             }
+        );
+    }
+
+    /// Issue 17 defect 7: a `Retry-After` shorter than the backoff (a date in the past, `0`)
+    /// never shortens it; the backoff of OUT-29 is the floor, so a row cannot go dead in a
+    /// fraction of a second.
+    #[test]
+    fn out_30_retry_after_below_the_backoff_keeps_the_backoff() {
+        let fate = DEFAULTS.fate(Attempt(2), MaxAttempts(5), Some(Duration::ZERO), 0.0);
+        assert_eq!(
+            fate,
+            FailureFate::Retry {
+                attempt: 3,
+                delay: Duration::from_secs(4)
+            }
+        );
+        let fate = DEFAULTS.fate(
+            Attempt(0),
+            MaxAttempts(5),
+            Some(Duration::from_millis(500)),
+            0.4,
+        );
+        assert_eq!(
+            fate,
+            FailureFate::Retry {
+                attempt: 1,
+                delay: Duration::from_millis(1100)
+            },
+            "the backoff with its jitter"
         );
     }
 

@@ -5,7 +5,9 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use queuebox_core::redact::{INPUT_BOUND, MAX_LENGTH, TRUNCATION_MARKER, redact};
+use queuebox_core::redact::{
+    INPUT_BOUND, MAX_LENGTH, TRUNCATION_MARKER, redact, redact_cut, remember_secret,
+};
 use serde::Deserialize;
 
 /// The corpus format versions this test understands.
@@ -19,6 +21,17 @@ struct Corpus {
     max_length: usize,
     truncation_marker: String,
     cases: Vec<Case>,
+    configured_secret_cases: Vec<ConfiguredCase>,
+}
+
+/// A case of the server's own step: the configuration's secrets (issue 17 defect 4).
+#[derive(Deserialize)]
+struct ConfiguredCase {
+    name: String,
+    configured: Vec<String>,
+    input: String,
+    expected: String,
+    secrets: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -137,5 +150,46 @@ fn pull_c31_ten_megabyte_input_is_bounded_before_any_rule() {
     assert!(
         huge_cost <= bounded_cost * 10 + Duration::from_millis(200),
         "10 MB input took {huge_cost:?}, the bounded input {bounded_cost:?}"
+    );
+}
+
+/// SEC-5, issue 17 defect 4: every configured secret is masked in the forms a receiver echoes
+/// it (as written, JSON-escaped, percent-encoded, Base64), and values under 4 characters are
+/// not. The values of all cases stay remembered in this process, so each case also shows that
+/// the others' values do not disturb it.
+#[test]
+fn sec_5_configured_secrets_are_masked_in_every_echo_form() {
+    let corpus = corpus();
+    assert!(!corpus.configured_secret_cases.is_empty());
+    let mut failures = Vec::new();
+    for case in &corpus.configured_secret_cases {
+        case.configured.iter().for_each(|v| remember_secret(v));
+        let output = redact(&case.input);
+        if output != case.expected {
+            failures.push(format!(
+                "{}: output differs\n  input:    {:?}\n  expected: {:?}\n  output:   {:?}",
+                case.name, case.input, case.expected, output
+            ));
+        }
+        for secret in case.secrets.iter().filter(|s| output.contains(s.as_str())) {
+            failures.push(format!("{}: output contains {secret:?}", case.name));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Issue 17 defect 4: an error body cut at `maxErrorBodyBytes` inside an echoed secret does not
+/// keep the secret's start.
+#[test]
+fn sec_5_a_secret_cut_at_the_end_of_a_text_leaves_no_start_behind() {
+    remember_secret("cut-me-somewhere-in-the-middle");
+    assert_eq!(
+        redact_cut("HTTP 500 - token cut-me-some"),
+        "HTTP 500 - token [REDACTED]"
+    );
+    assert_eq!(
+        redact("HTTP 500 - token cut-me-some"),
+        "HTTP 500 - token cut-me-some",
+        "a text that was not cut keeps a word that only starts like a secret"
     );
 }

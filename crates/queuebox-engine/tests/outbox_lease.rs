@@ -262,3 +262,67 @@ async fn out_45_after_five_failed_retries_the_row_is_left_to_lease_expiry() {
     poller.stop(LIMIT).await.expect("clean stop");
     db.drop().await;
 }
+
+/// Issue 17 defect 3 (OUT-43): a replica that held a row past its lease without a renewal
+/// getting through (a stall, `SIGSTOP`, a database that did not answer) does not start that
+/// row's publish afterwards: another replica may own it and have delivered it and its
+/// successors meanwhile. The lost claim is counted and logged; the other replica delivers it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_43_a_publish_is_not_started_after_the_local_lease_deadline() {
+    capture_logs();
+    let db = TestDb::new("leasedeadline").await;
+    let mut s = settings();
+    s.claim_timeout = Duration::from_millis(1000);
+    s.concurrency = 1;
+    // A's renewals never get through, and its first publish outlasts the lease, so the second
+    // row it claimed waits for the one slot until after its lease ended.
+    let a_store = Faulty::new(db.store().await);
+    a_store.fail_renewals.store(usize::MAX, Ordering::SeqCst);
+    let a_dest = Recorder::slow(Duration::from_millis(2000));
+    let ids = db
+        .insert(&[
+            NewRow::new("order.created", Some("k1")),
+            NewRow::new("order.created", Some("k2")),
+        ])
+        .await;
+    let a = Running::start(Arc::clone(&a_store) as _, routes(&a_dest, true), s.clone());
+    a_dest.wait_for(1, LIMIT).await;
+    a_store.fail_claims.store(usize::MAX, Ordering::SeqCst);
+    let started = Instant::now();
+    while a.metrics.claims_lost(Table::Outbox).get() < 2 {
+        assert!(
+            started.elapsed() < LIMIT,
+            "A never gave up the rows whose lease ended"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        a_dest.ids(),
+        vec![ids[0]],
+        "A published only the row whose lease was running when the publish started"
+    );
+    let expired = lines_about(ids[1])
+        .into_iter()
+        .find(|l| l["level"] == "WARN")
+        .expect("a warning about the row A did not publish");
+    assert!(
+        expired["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("The lease on the message ended before its publish could start."),
+        "{expired}"
+    );
+
+    let b_dest = Recorder::accepting();
+    let b = Running::start(db.store().await, routes(&b_dest, true), s);
+    db.wait_for_state(&ids, "sent", LIMIT).await;
+    let mut delivered = b_dest.ids();
+    delivered.sort();
+    let mut all = ids.clone();
+    all.sort();
+    assert_eq!(delivered, all, "B delivers both");
+    a.stop(LIMIT).await.expect("clean stop");
+    b.stop(LIMIT).await.expect("clean stop");
+    db.drop().await;
+}

@@ -1,12 +1,15 @@
-//! Running the claim statement and turning its rows into messages (PULL-13, PULL-14, PULL-22).
+//! Running the claim (one statement, SQLite's `BEGIN IMMEDIATE` transaction, or MySQL's locked
+//! sequence) and turning its rows into messages (PULL-13, PULL-14, PULL-18, PULL-22).
 
 use std::time::{Duration, SystemTime};
 
 use uuid::Uuid;
 
-use crate::db::{DbError, Purpose, SqlValue};
+use crate::db::{Connection, DbError, Purpose, SqlRow, SqlValue};
 use crate::message::{InboxMessage, headers_from_json};
-use crate::options::cand_limit;
+use crate::options::{Dialect, cand_limit};
+use crate::sql::{MysqlClaim, Statement};
+use crate::sqltime;
 use crate::worker::Inner;
 
 /// The client-side timeout of the claim call; never less than 30 s (PULL-20).
@@ -27,15 +30,17 @@ enum ClaimError {
     Timeout,
     #[error("The claim returned an unexpected column {0}.")]
     Column(&'static str),
+    /// The MySQL lock step returned 0 (timeout) or NULL (error) (pull.md §5.3, PULL-19).
+    #[error("inbox pull claim: GET_LOCK did not acquire the per-source claim lock")]
+    Lock,
 }
 
-/// One claim call: its own connection, autocommit (one statement = one short transaction at
-/// READ COMMITTED, committed before any handler starts, PULL-21).
+/// One claim call on its own connection, committed before any handler starts (PULL-21).
 pub(crate) async fn claim(inner: &Inner) -> Result<Vec<Claimed>, DbError> {
     // A fresh v4 token per call; every row of the call carries it (PULL-13).
     let token = Uuid::new_v4();
-    let batch = inner.options.batch_size;
-    let params = [
+    let batch = inner.options.effective_batch();
+    let canonical = [
         SqlValue::Text(inner.options.source.clone()),
         SqlValue::Int(i64::from(batch)),
         SqlValue::Int(inner.options.lease_ms()),
@@ -44,7 +49,20 @@ pub(crate) async fn claim(inner: &Inner) -> Result<Vec<Claimed>, DbError> {
     ];
     let call = async {
         let mut conn = inner.source.connect(Purpose::Claim).await?;
-        conn.query(&inner.statements.claim, &params).await
+        let st = &inner.statements;
+        match (&st.mysql_claim, inner.options.dialect) {
+            (Some(steps), _) => claim_mysql(&mut *conn, &st.claim, steps, &canonical).await,
+            // The write lock for the whole statement; busy after the 10 s busy timeout fails the
+            // claim, transiently (pull.md §5.4). Dropping the connection rolls back.
+            (None, Dialect::Sqlite) => {
+                conn.begin().await?;
+                let rows = conn.query(&st.claim, &st.claim.bind(&canonical)).await?;
+                conn.commit().await?;
+                Ok(rows)
+            }
+            // One statement in autocommit: its own short READ COMMITTED transaction.
+            (None, _) => conn.query(&st.claim, &st.claim.bind(&canonical)).await,
+        }
     };
     let rows = tokio::time::timeout(CLAIM_TIMEOUT, call)
         .await
@@ -62,6 +80,56 @@ pub(crate) async fn claim(inner: &Inner) -> Result<Vec<Claimed>, DbError> {
         ))
     });
     Ok(claimed)
+}
+
+/// The seven steps of pull.md §5.3 on one connection. Once the lock is held, a failure marks
+/// the connection to be closed on release, which releases the named lock (PULL-20).
+async fn claim_mysql(
+    conn: &mut dyn Connection,
+    select: &Statement,
+    steps: &MysqlClaim,
+    canonical: &[SqlValue],
+) -> Result<Vec<SqlRow>, DbError> {
+    let locked = conn.query(&steps.lock, &steps.lock.bind(canonical)).await?;
+    match locked.first().and_then(|row| row.first()) {
+        Some(SqlValue::Int(1)) => {}
+        _ => return Err(Box::new(ClaimError::Lock)),
+    }
+    let result = async {
+        conn.execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", &[])
+            .await?;
+        conn.begin().await?;
+        let ids: Vec<SqlValue> = conn
+            .query(select, &select.bind(canonical))
+            .await?
+            .into_iter()
+            .filter_map(|row| row.into_iter().next())
+            .collect();
+        let rows = if ids.is_empty() {
+            Vec::new()
+        } else {
+            let (text, values) = steps.update.bind_ids(canonical, &ids);
+            conn.execute(&text, &values).await?;
+            let (text, values) = steps.fetch.bind_ids(canonical, &ids);
+            conn.query(&text, &values).await?
+        };
+        conn.commit().await?;
+        Ok::<_, DbError>(rows)
+    }
+    .await;
+    let unlocked = match &result {
+        Ok(_) => conn
+            .query(&steps.unlock, &steps.unlock.bind(canonical))
+            .await
+            .map(drop),
+        Err(_) => Ok(()),
+    };
+    if result.is_err() || unlocked.is_err() {
+        conn.close_on_release();
+    }
+    let rows = result?;
+    unlocked?;
+    Ok(rows)
 }
 
 fn decode(row: Vec<SqlValue>, token: Uuid) -> Result<Claimed, DbError> {
@@ -101,8 +169,10 @@ fn decode(row: Vec<SqlValue>, token: Uuid) -> Result<Claimed, DbError> {
         SqlValue::Text(t) => headers_from_json(serde_json::from_str(&t).ok()),
         _ => headers_from_json(None),
     };
+    // SQLite returns its times as text in the fixed form (PULL-6).
     let time = |v: SqlValue, name| match v {
         SqlValue::Timestamp(t) => Ok(t),
+        SqlValue::Text(t) => sqltime::parse_utc(&t).ok_or_else(|| err(name)),
         _ => Err(err(name)),
     };
     let scheduled_at = time(next(), "scheduled_at")?;

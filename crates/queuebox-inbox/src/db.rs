@@ -1,5 +1,6 @@
 //! The driver-neutral connection contract of PULL-73: run a statement with parameters (rows or
-//! affected count), begin, commit, roll back, release. Adapters (feature `postgres`) are thin.
+//! affected count), begin, commit, roll back, release. Adapters (features `postgres`, `sqlite`,
+//! `mysql`) are thin.
 
 use std::error::Error;
 use std::time::SystemTime;
@@ -86,6 +87,10 @@ pub trait Connection: Send {
     async fn begin(&mut self) -> Result<(), DbError>;
     async fn commit(&mut self) -> Result<(), DbError>;
     async fn rollback(&mut self) -> Result<(), DbError>;
+    /// Asks that releasing this connection close it instead of returning it to a pool. The
+    /// MySQL claim calls it after a failure while it may hold the per-source named lock, which
+    /// only the end of the session releases then (PULL-20). The default does nothing.
+    fn close_on_release(&mut self) {}
 }
 
 /// Opens or lends a new connection on each call; never a single shared connection, because the
@@ -102,7 +107,8 @@ pub struct HandlerTx {
 }
 
 impl HandlerTx {
-    /// Runs a statement in the handler transaction (the driver's parameter style, e.g. `$1`).
+    /// Runs a statement in the handler transaction, in the driver's parameter style (`$1` on
+    /// PostgreSQL, `?` on MySQL/MariaDB and SQLite).
     pub async fn execute(&mut self, sql: &str, params: &[SqlValue]) -> Result<u64, DbError> {
         self.conn.execute(sql, params).await
     }

@@ -2,12 +2,15 @@
 //! application's handler in a transaction, and completes, retries or dead-letters each row under
 //! the claim-token fence.
 //!
-//! The core depends on no database driver (PULL-73); enable the `postgres` feature for the
-//! deadpool-postgres adapter [`PgConnectionSource`].
+//! The core depends on no database driver (PULL-73); enable a feature for an adapter: `postgres`
+//! (deadpool-postgres, `PgConnectionSource`), `sqlite` (rusqlite with the bundled SQLite,
+//! `SqliteConnectionSource`) or `mysql` (mysql_async, `MysqlConnectionSource`).
 
 mod claim;
 mod db;
 mod message;
+#[cfg(feature = "mysql")]
+mod mysql;
 mod options;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -15,6 +18,9 @@ mod process;
 pub mod redact;
 mod retry;
 pub mod sql;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+mod sqltime;
 mod task;
 mod worker;
 
@@ -22,10 +28,14 @@ use std::error::Error;
 
 pub use db::{Connection, ConnectionSource, DbError, HandlerTx, Purpose, SqlRow, SqlValue};
 pub use message::InboxMessage;
+#[cfg(feature = "mysql")]
+pub use mysql::MysqlConnectionSource;
 pub use options::{Dialect, OptionsError, Schema, WorkerOptions, is_plain_identifier};
 #[cfg(feature = "postgres")]
 pub use postgres::PgConnectionSource;
 pub use retry::{DefaultRetryPolicy, FailureAction, RetryPolicy};
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteConnectionSource;
 pub use tokio_util::sync::CancellationToken;
 pub use worker::{BoxFuture, Handler, HandlerResult, Worker, handler_fn};
 

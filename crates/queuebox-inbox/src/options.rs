@@ -11,10 +11,13 @@ pub const MAX_MS: u64 = 2_147_483_647;
 /// The database family whose SQL the worker runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
-    /// PostgreSQL 14 or later; the only dialect this crate renders today.
+    /// PostgreSQL 14 or later.
     Postgresql,
+    /// Not rendered by this version: building a worker with it fails.
     SqlServer,
+    /// MySQL 8.0.13+ or MariaDB 10.6+ (pull.md §5.3).
     Mysql,
+    /// SQLite 3.38+ (pull.md §5.4): batch and concurrency 1, no renewal (PULL-28).
     Sqlite,
 }
 
@@ -215,9 +218,18 @@ impl WorkerOptions {
         clamp_ms(self.lease)
     }
 
-    /// `min(maxConcurrency, batchSize)` (PULL-56).
+    /// The batch the claim asks for: 1 on SQLite, whose single write lock would make a second
+    /// claimed row wait for the first row's handler (PULL-28).
+    pub(crate) fn effective_batch(&self) -> u32 {
+        match self.dialect {
+            Dialect::Sqlite => 1,
+            _ => self.batch_size,
+        }
+    }
+
+    /// `min(maxConcurrency, batchSize)` (PULL-56); 1 on SQLite (PULL-28).
     pub(crate) fn effective_concurrency(&self) -> usize {
-        self.max_concurrency.min(self.batch_size) as usize
+        self.max_concurrency.min(self.effective_batch()) as usize
     }
 }
 

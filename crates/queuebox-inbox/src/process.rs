@@ -13,7 +13,7 @@ use uuid::Uuid;
 use crate::claim::Claimed;
 use crate::db::{DbError, HandlerTx, Purpose, SqlValue};
 use crate::message::InboxMessage;
-use crate::options::clamp_ms;
+use crate::options::{Dialect, clamp_ms};
 use crate::redacted;
 use crate::retry::FailureAction;
 use crate::task::OwnedTask;
@@ -54,6 +54,11 @@ pub(crate) async fn renew_loop(
     message: InboxMessage,
     state: Arc<RowState>,
 ) {
+    if inner.options.dialect == Dialect::Sqlite {
+        // No renewal on SQLite: while the handler transaction holds the write lock no other
+        // connection can take the row or renew it (PULL-28, PULL-39).
+        return;
+    }
     let lease_ms = inner.options.lease_ms();
     let every = Duration::from_millis((lease_ms / 3).max(1) as u64);
     loop {
@@ -69,7 +74,8 @@ pub(crate) async fn renew_loop(
                 SqlValue::Uuid(id),
                 SqlValue::Uuid(token),
             ];
-            conn.execute(&inner.statements.renew, &params).await
+            let renew = &inner.statements.renew;
+            conn.execute(renew, &renew.bind(&params)).await
         };
         // A renewal that hangs longer than a lease is useless (the lease has ended) and would
         // hold up the row's outcome, which waits for it: count it as a failed tick.
@@ -163,7 +169,8 @@ async fn open_tx(inner: &Inner) -> Result<HandlerTx, DbError> {
 async fn complete(inner: &Inner, row: &Claimed, mut tx: HandlerTx) {
     let message = &row.message;
     let params = [SqlValue::Uuid(message.id), SqlValue::Uuid(row.token)];
-    match tx.conn.execute(&inner.statements.complete, &params).await {
+    let complete = &inner.statements.complete;
+    match tx.conn.execute(complete, &complete.bind(&params)).await {
         Ok(1) => match tx.conn.commit().await {
             Ok(()) => log_msg!(debug, message, "The message was processed."),
             Err(e) => abandoned(message, &*e),
@@ -203,11 +210,13 @@ async fn write_failure(
                     id,
                     token,
                 ];
-                conn.execute(&inner.statements.retry, &params).await
+                let retry = &inner.statements.retry;
+                conn.execute(retry, &retry.bind(&params)).await
             }
             FailureAction::DeadLetter => {
                 let params = [SqlValue::Text(text.clone()), id, token];
-                conn.execute(&inner.statements.dead, &params).await
+                let dead = &inner.statements.dead;
+                conn.execute(dead, &dead.bind(&params)).await
             }
         }
     }

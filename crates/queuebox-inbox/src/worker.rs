@@ -165,6 +165,7 @@ async fn grace_timer(inner: Arc<Inner>) {
 
 /// Runs one claimed batch in `min(max_concurrency, batch)` slots, in claim order (§7.3).
 async fn run_batch<H: Handler>(inner: &Arc<Inner>, rows: Vec<Claimed>, handler: &Arc<H>) {
+    // `min(max_concurrency, batch, rows)`; 1 on SQLite (PULL-28, PULL-38).
     let slots = Arc::new(Semaphore::new(
         inner.options.effective_concurrency().min(rows.len()),
     ));

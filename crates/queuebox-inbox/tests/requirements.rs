@@ -1090,7 +1090,8 @@ fn pull_71_the_redaction_corpus_covers_the_required_kinds() {
     }
 }
 
-/// PULL-72: no database adapter feature is enabled by default; `postgres` exists.
+/// PULL-72: no database adapter feature is enabled by default; `postgres`, `sqlite` and `mysql`
+/// exist (tests/contract_sqlite_mysql.rs runs the contract through the last two).
 #[test]
 fn pull_72_no_database_feature_is_enabled_by_default() {
     let manifest = manifest_file("Cargo.toml");
@@ -1105,7 +1106,14 @@ fn pull_72_no_database_feature_is_enabled_by_default() {
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .collect();
     assert!(lines.contains(&"default = []"), "{lines:?}");
-    assert!(lines.iter().any(|l| l.starts_with("postgres = [")));
+    for feature in ["postgres", "sqlite", "mysql"] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(&format!("{feature} = ["))),
+            "feature {feature}: {lines:?}"
+        );
+    }
 }
 
 /// PULL-73: the core depends on no database driver (the drivers are optional dependencies), and

@@ -15,7 +15,30 @@ use crate::{redact, sql, tls};
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
-/// The driver settings for a target: the session settings of SCH-8, `options`, timeouts, TLS.
+/// The session settings QueueBox sets on every connection it opens (operations.md, "Several
+/// replicas"), so that one stalled or vanished replica cannot hold up the others:
+/// - `lock_timeout`: no statement waits longer than this for a lock another session holds. The
+///   delivery path reads with `SKIP LOCKED` where a row can be held; this is the bound for the
+///   rest (the relay's claim lock, a uniqueness wait at intake, a table an operator locked). A
+///   statement that hits it fails as transient (`lock_not_available`) and is tried again.
+/// - `idle_in_transaction_session_timeout`: the server ends a session that sits inside an open
+///   transaction this long (a frozen or partitioned replica), which releases its row locks and
+///   its claim lock. QueueBox's own transactions never wait between their statements.
+/// - TCP keepalives, on both ends: a peer that vanished (a network partition, a dead host) is
+///   noticed in about a minute instead of the system default of two hours.
+///
+/// `database.url`'s `options` come after these, so a `-c name=value` there wins.
+pub(crate) const SESSION_OPTIONS: &str = "-c lock_timeout=5000 \
+     -c idle_in_transaction_session_timeout=10000 \
+     -c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=3";
+
+/// Client-side keepalives, matching the server-side ones of [`SESSION_OPTIONS`].
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+const KEEPALIVE_RETRIES: u32 = 3;
+
+/// The driver settings for a target: the session settings of SCH-8 and [`SESSION_OPTIONS`],
+/// `options`, keepalives, timeouts, TLS.
 pub(crate) fn pg_config(
     target: &PostgresTarget,
     connection_timeout: Duration,
@@ -42,9 +65,15 @@ pub(crate) fn pg_config(
     if let Some(database) = &target.database {
         config.dbname(database);
     }
-    if let Some(options) = &target.options {
-        config.options(options);
-    }
+    config
+        .keepalives(true)
+        .keepalives_idle(KEEPALIVE_IDLE)
+        .keepalives_interval(KEEPALIVE_INTERVAL)
+        .keepalives_retries(KEEPALIVE_RETRIES);
+    match &target.options {
+        Some(options) => config.options(format!("{SESSION_OPTIONS} {options}")),
+        None => config.options(SESSION_OPTIONS),
+    };
     config
 }
 

@@ -188,6 +188,11 @@ impl MigrationSession for PgMigrationSession {
         let password = self.password.clone();
         let reason = move |e: tokio_postgres::Error| redact::pg_error(&e, &password);
         let tx = self.conn.transaction().await.map_err(&reason)?;
+        // A migration may wait for its table locks as long as it must (the session's
+        // lock_timeout bounds the delivery path only, connect::SESSION_OPTIONS).
+        tx.batch_execute(sql::MIGRATION_LOCK_WAIT)
+            .await
+            .map_err(&reason)?;
         let started = Instant::now();
         tx.batch_execute(text).await.map_err(&reason)?;
         let elapsed = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);

@@ -36,6 +36,8 @@ pub(crate) const HISTORY_CREATE: &str = include_str!("../queries/history/create_
 pub(crate) const HISTORY_SELECT: &str = include_str!("../queries/history/select.sql");
 pub(crate) const HISTORY_VERSIONS: &str = include_str!("../queries/history/versions.sql");
 const HISTORY_INSERT: &str = include_str!("../queries/history/insert.sql");
+pub(crate) const MIGRATION_LOCK_WAIT: &str =
+    include_str!("../queries/lock/migration_lock_wait.sql");
 pub(crate) const TRY_LOCK: &str = include_str!("../queries/lock/try_lock.sql");
 pub(crate) const UNLOCK: &str = include_str!("../queries/lock/unlock.sql");
 pub(crate) const NOTIFY_FUNCTION: &str = include_str!("../queries/notify/create_function.sql");

@@ -130,15 +130,19 @@ pub async fn connect_store(config: &Config) -> Result<Arc<dyn Store>, StartError
         DatabaseType::Postgresql => queuebox_store_postgres::connect(&config.database)
             .await
             .map_err(store_error),
-        DatabaseType::Sqlite | DatabaseType::Mysql | DatabaseType::Sqlserver => {
-            Err(StartError::new(
-                "connect to the database",
-                format!(
-                    "database.type {} has no store in this build of QueueBox; use postgresql",
-                    config.database.db_type.as_str()
-                ),
-            ))
-        }
+        DatabaseType::Sqlite => queuebox_store_sqlite::connect(&config.database)
+            .await
+            .map_err(store_error),
+        DatabaseType::Mysql => queuebox_store_mysql::connect(&config.database)
+            .await
+            .map_err(store_error),
+        DatabaseType::Sqlserver => Err(StartError::new(
+            "connect to the database",
+            format!(
+                "database.type {} has no store in this build of QueueBox; use postgresql, sqlite or mysql",
+                config.database.db_type.as_str()
+            ),
+        )),
     }
 }
 

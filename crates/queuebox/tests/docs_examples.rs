@@ -6,6 +6,8 @@
 //! - ```sh blocks made of `QUEUEBOX_*=value` lines: a whole configuration from variables.
 //! - ```sql: PostgreSQL, run in document order per file on freshly migrated tables; `$n`
 //!   parameters get sample values of their type.
+//! - ```sqlite: SQLite, run in document order on a file `queuebox migrate` created; first line
+//!   `-- fails with: <text>` must fail with an error that starts with that text.
 
 mod support;
 
@@ -330,4 +332,78 @@ fn split_sql_respects_quotes_comments_and_dollar_bodies() {
     assert_eq!(parts[0], "SELECT ';'");
     assert!(parts[1].contains("RETURN 1; END"));
     assert_eq!(parts[2], "SELECT 2");
+}
+
+/// Runs one statement on SQLite to its end (a `RETURNING` statement returns rows).
+fn run_sqlite(conn: &rusqlite::Connection, statement: &str) -> rusqlite::Result<()> {
+    let mut prepared = conn.prepare(statement)?;
+    let mut rows = prepared.query([])?;
+    while rows.next()?.is_some() {}
+    Ok(())
+}
+
+/// SCH-28..30 on SQLite: every `sqlite` block of docs/ runs on a file that `queuebox migrate`
+/// created, as an application's connection runs it. A block that opens with
+/// `-- fails with: <text>` must fail with an error that starts with that text, and change
+/// nothing.
+#[test]
+fn docs_every_sqlite_block_runs_on_sqlite() {
+    let scratch = Scratch::new("sqlite-docs");
+    let config = scratch.write(
+        "migrate.yml",
+        "database:\n  type: sqlite\n  url: sqlite://docs.db\n",
+    );
+    let output = support::process::queuebox(scratch.path())
+        .args(["migrate", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "queuebox migrate failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let conn = rusqlite::Connection::open(scratch.path().join("docs.db")).unwrap();
+    let count = |conn: &rusqlite::Connection| -> i64 {
+        conn.query_row("SELECT count(*) FROM outbox", [], |r| r.get(0))
+            .unwrap()
+    };
+    let (mut ran, mut refused) = (0, 0);
+    for file in doc_files() {
+        for block in code_blocks(&file)
+            .into_iter()
+            .filter(|b| b.lang == "sqlite")
+        {
+            let expected = block
+                .text
+                .lines()
+                .next()
+                .and_then(|l| l.trim_start().strip_prefix("-- fails with: "))
+                .map(str::to_owned);
+            for statement in split_sql(&block.text) {
+                let before = count(&conn);
+                let result = run_sqlite(&conn, &statement);
+                match (&expected, result) {
+                    (None, Ok(())) => ran += 1,
+                    (None, Err(err)) => {
+                        panic!("{}: statement failed: {err}\n{statement}", block.place())
+                    }
+                    (Some(text), Err(err)) => {
+                        assert!(
+                            err.to_string().starts_with(text.as_str()),
+                            "{}: failed with {err:?}, not {text:?}",
+                            block.place()
+                        );
+                        assert_eq!(count(&conn), before, "{}: changed a row", block.place());
+                        refused += 1;
+                    }
+                    (Some(text), Ok(())) => panic!(
+                        "{}: should fail with {text:?} but ran:\n{statement}",
+                        block.place()
+                    ),
+                }
+            }
+        }
+    }
+    assert!(ran > 0 && refused > 0, "ran {ran}, refused {refused}");
 }

@@ -357,7 +357,7 @@ async fn dst_25_redirect_429_and_timeout_each_fail_the_attempt() {
     let schema = TestSchema::create("e2e_fail").await;
     let receiver = Receiver::start(|request, _| match request.path.as_str() {
         "/redirect" => Reply::status(302).header("Location", "/target"),
-        "/limited" => Reply::status(429).header("Retry-After", "2"),
+        "/limited" => Reply::status(429).header("Retry-After", "120"),
         "/slow" => Reply::status(200).after(Duration::from_secs(3)),
         _ => Reply::status(200),
     })
@@ -370,7 +370,7 @@ server:
 outbox:
   pollIntervalMs: 50
   retryBaseDelayMs: 60000
-  retryMaxDelayMs: 60000
+  retryMaxDelayMs: 300000
 destinations:
   redirect:
     type: http
@@ -440,8 +440,8 @@ routes:
     let (_, _, error, delay) = outcome("limited").await;
     assert_eq!(error, "HTTP 429: Too Many Requests");
     assert!(
-        (1.9..=2.2).contains(&delay),
-        "Retry-After 2 replaces the 60 s backoff: {delay}"
+        (119.9..=120.2).contains(&delay),
+        "Retry-After 120 lengthens the 60 to 75 s backoff: {delay}"
     );
     let (_, _, error, _) = outcome("slow").await;
     assert_eq!(error, "Request timeout after 500ms");
@@ -566,5 +566,89 @@ routes:
     })
     .await;
     assert_eq!(service.stop(), Some(0));
+    schema.drop().await;
+}
+
+/// Issue 17 defect 4 (SEC-5): a receiver that echoes a destination's static header value in its
+/// error body, as written, inside JSON, percent-encoded or in Base64, gets none of them into
+/// `last_error` or any log line.
+#[tokio::test(flavor = "multi_thread")]
+async fn sec_5_static_header_values_echoed_by_a_receiver_are_redacted_everywhere() {
+    use base64::Engine as _;
+    let schema = TestSchema::create("e2e_static_secret").await;
+    const VALUE: &str = "S3cr3t/Static+Value=42 x";
+    let forms = |value: &str| {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(value);
+        let pct = percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC)
+            .to_string();
+        let json = serde_json::to_string(value).unwrap();
+        vec![
+            value.to_owned(),
+            b64,
+            pct,
+            json[1..json.len() - 1].to_owned(),
+        ]
+    };
+    let receiver = Receiver::start(move |request, _| {
+        // The receiver echoes whatever it got, so the test shows what would leak.
+        let got = request
+            .header("x-static-secret")
+            .unwrap_or("none")
+            .to_owned();
+        let f = forms(&got);
+        let body = serde_json::json!({
+            "error": format!("key {} refused", f[0]),
+            "b64": f[1],
+            "pct": f[2],
+        });
+        Reply::status(500).body(&format!("{body} raw={}", f[0]))
+    })
+    .await;
+    let destination =
+        format!("    headers:\n      X-Static-Secret: \"{VALUE}\"\n    timeoutMs: 2000");
+    let config = config(
+        &schema,
+        &receiver.url(),
+        "  retryBaseDelayMs: 10\n  retryMaxDelayMs: 20",
+        &destination,
+    );
+    let mut service = Service::start("static_secret", &config);
+    insert(
+        &schema,
+        "INSERT INTO outbox (topic, payload, max_attempts) VALUES ('t', '{}', 2)",
+    )
+    .await;
+    wait_until(Duration::from_secs(10), "the row dead", async || {
+        count_state(&schema, "dead").await == 1
+    })
+    .await;
+    assert_eq!(
+        receiver.requests()[0].header("x-static-secret"),
+        Some(VALUE),
+        "the header is sent as configured"
+    );
+    let error: String = rows(&schema, "SELECT last_error FROM outbox").await[0].get(0);
+    assert!(error.starts_with("HTTP 500"), "{error}");
+    assert!(error.contains("[REDACTED]"), "{error}");
+    for form in forms(VALUE) {
+        assert!(!error.contains(&form), "last_error leaks {form:?}: {error}");
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    service.drain_log();
+    let log: Vec<String> = service.log.iter().map(|l| l.to_string()).collect();
+    assert_eq!(service.stop(), Some(0));
+    assert!(
+        log.iter().any(|l| l.contains("HTTP 500")),
+        "the failure is logged: {log:#?}"
+    );
+    for line in &log {
+        for form in forms(VALUE) {
+            let escaped = serde_json::to_string(&form).unwrap();
+            assert!(
+                !line.contains(&escaped[1..escaped.len() - 1]),
+                "a log line leaks {form:?}: {line}"
+            );
+        }
+    }
     schema.drop().await;
 }

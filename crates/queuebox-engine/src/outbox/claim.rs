@@ -50,6 +50,9 @@ pub async fn run_claims(
             return;
         };
         let want = batch_size - u32::try_from(now.held).unwrap_or(batch_size);
+        // The leases of this claim end claimTimeoutMs after the database ran it, so no earlier
+        // than claimTimeoutMs after now (the local lease deadline, held.rs).
+        let lease_deadline = Instant::now() + shared.settings.claim_timeout;
         match shared
             .store
             .claim(want, shared.settings.claim_timeout)
@@ -61,7 +64,7 @@ pub async fn run_claims(
                 }
                 let full = rows.len() >= want as usize;
                 rows.into_iter()
-                    .for_each(|row| start(&shared, &outlets, row));
+                    .for_each(|row| start(&shared, &outlets, row, lease_deadline));
                 if full {
                     continue;
                 }
@@ -93,7 +96,7 @@ pub async fn run_claims(
 
 /// Registers a claimed row and hands it on: a row that ends at once goes to the writer, a
 /// routed one queues for a publish slot in claim order (OUT-53).
-fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow) {
+fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow, lease_deadline: Instant) {
     let claim = row.claim;
     let claimed_at = Instant::now();
     let token = outlets.abandon.child_token();
@@ -105,6 +108,7 @@ fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow) {
                 token,
                 log: Arc::clone(&log),
                 claimed_at,
+                lease_deadline,
             };
             shared.held.insert(claim, entry);
             let _ = outlets.completions.send(Completion { write, log });
@@ -122,6 +126,7 @@ fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow) {
                 token: token.clone(),
                 log: Arc::clone(&log),
                 claimed_at,
+                lease_deadline,
             };
             shared.held.insert(claim, entry);
             let job = Job {

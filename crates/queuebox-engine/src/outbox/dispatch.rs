@@ -14,10 +14,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::Level;
 
 use super::PollerContext;
-use super::held::Stage;
+use super::held::{Stage, Start};
 use super::row::{RowLog, jitter, row_event, terminal_write};
 use super::writer::Completion;
-use queuebox_telemetry::{CounterHandle, DestinationType, GaugeHandle, Metrics, PublishOutcome};
+use queuebox_telemetry::{
+    CounterHandle, DestinationType, GaugeHandle, Metrics, PublishOutcome, Table,
+};
 
 /// The metric series of one destination, looked up once at start (the lookup takes a lock).
 #[derive(Clone)]
@@ -106,9 +108,25 @@ pub async fn run_dispatcher(
                 Err(_) => break, // never closed
             },
         };
-        // Decided under the registry lock, so a release or a lost renewal that came first wins.
-        if !shared.held.advance(&job.claim, Stage::Publishing) {
-            continue;
+        // Decided under the registry lock, so a release or a lost renewal that came first wins;
+        // and never past the row's local lease deadline, so a replica that stalled (a pause, a
+        // SIGSTOP) does not publish a row that another replica may have delivered, with its
+        // successors, meanwhile (issue 17 defect 3, OUT-43).
+        match shared
+            .held
+            .start_publish(&job.claim, Instant::now(), shared.lease_margin())
+        {
+            Start::Go => {}
+            Start::Gone => continue,
+            Start::Expired(entry) => {
+                shared.metrics.claims_lost(Table::Outbox).inc();
+                row_event!(
+                    Level::WARN,
+                    entry.log,
+                    "The lease on the message ended before its publish could start. QueueBox does not publish it and writes nothing; another replica delivers it."
+                );
+                continue;
+            }
         }
         let who = (job.claim, Arc::clone(&job.log));
         let handle = publishes.spawn(publish(Arc::clone(&shared), job, permit, done.clone()));

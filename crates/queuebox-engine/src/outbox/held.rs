@@ -41,6 +41,30 @@ pub struct Entry {
     pub token: CancellationToken,
     pub log: Arc<RowLog>,
     pub claimed_at: Instant,
+    /// The end of the lease by this process's clock: when the claim or the last renewal that
+    /// renewed the row was sent, plus `claimTimeoutMs`. The database set the lease a little
+    /// later, so this is never after the real end, whatever this process was doing meanwhile
+    /// (a stall, a `SIGSTOP`): a publish is not started past it (OUT-43, [`lease_margin`]).
+    pub lease_deadline: Instant,
+}
+
+/// What [`HeldRows::start_publish`] decided.
+#[derive(Debug)]
+pub enum Start {
+    /// The row moved to [`Stage::Publishing`]; its lease has room for the publish.
+    Go,
+    /// Released or lost meanwhile: nothing more may be done with it.
+    Gone,
+    /// Its local lease deadline is (nearly) reached: the row left, its token cancelled. Another
+    /// replica may own it already, so it must not be published (issue 17 defect 3).
+    Expired(Entry),
+}
+
+/// The room a publish must still have on its lease to start: a tenth of `claimTimeoutMs`, at
+/// least 1 ms. It covers the drift between this process's clock and the database's over one
+/// lease, and the time the publish needs to reach the destination.
+pub fn lease_margin(claim_timeout: std::time::Duration) -> std::time::Duration {
+    (claim_timeout / 10).max(std::time::Duration::from_millis(1))
 }
 
 pub struct HeldRows {
@@ -95,6 +119,38 @@ impl HeldRows {
         entry.stage = to;
         self.publish(&rows);
         true
+    }
+
+    /// Moves a queued row to [`Stage::Publishing`] if it is still held and its lease ends
+    /// after `now + margin`; a row whose lease is too close to its end leaves instead, as a
+    /// lost claim.
+    pub fn start_publish(&self, claim: &Claim, now: Instant, margin: std::time::Duration) -> Start {
+        let mut rows = self.lock();
+        let Some(entry) = rows.get_mut(claim) else {
+            return Start::Gone;
+        };
+        if entry.lease_deadline <= now + margin {
+            let entry = rows.remove(claim).map_or(Start::Gone, Start::Expired);
+            self.publish(&rows);
+            if let Start::Expired(e) = &entry {
+                e.token.cancel();
+            }
+            return entry;
+        }
+        entry.stage = Stage::Publishing;
+        self.publish(&rows);
+        Start::Go
+    }
+
+    /// OUT-40: these claims were renewed by a renewal sent at `sent`; their leases now end no
+    /// earlier than `deadline`.
+    pub fn renewed(&self, claims: &[Claim], deadline: Instant) {
+        let mut rows = self.lock();
+        for claim in claims {
+            if let Some(entry) = rows.get_mut(claim) {
+                entry.lease_deadline = entry.lease_deadline.max(deadline);
+            }
+        }
     }
 
     pub fn contains(&self, claim: &Claim) -> bool {
@@ -184,6 +240,7 @@ mod tests {
                 correlation_id: "c".into(),
             }),
             claimed_at: Instant::now(),
+            lease_deadline: Instant::now() + std::time::Duration::from_secs(60),
         }
     }
 
@@ -204,6 +261,33 @@ mod tests {
             !held.advance(&a, Stage::Publishing),
             "a lost row never starts"
         );
+    }
+
+    #[test]
+    fn out_43_a_publish_does_not_start_past_the_local_lease_deadline_and_renewals_extend_it() {
+        use std::time::Duration;
+        let held = HeldRows::new();
+        let (a, b) = (claim(), claim());
+        let now = Instant::now();
+        for x in [a, b] {
+            let mut e = entry();
+            e.lease_deadline = now + Duration::from_millis(1000);
+            held.insert(x, e);
+        }
+        let margin = lease_margin(Duration::from_millis(1000));
+        assert_eq!(margin, Duration::from_millis(100));
+        // 950 ms in: inside the margin, so b may no longer start.
+        let late = now + Duration::from_millis(950);
+        let Start::Expired(gone) = held.start_publish(&b, late, margin) else {
+            panic!("b must not start")
+        };
+        assert!(gone.token.is_cancelled());
+        assert!(!held.contains(&b));
+        assert!(matches!(held.start_publish(&b, late, margin), Start::Gone));
+        // a was renewed by a renewal sent 500 ms in: its lease now ends at 1500 ms.
+        held.renewed(&[a, b], now + Duration::from_millis(1500));
+        assert!(matches!(held.start_publish(&a, late, margin), Start::Go));
+        assert_eq!(held.counts(), Counts { held: 1, queued: 0 });
     }
 
     #[test]

@@ -111,6 +111,11 @@ pub(crate) struct PollerContext {
 }
 
 impl PollerContext {
+    /// The room a publish must have left on its lease to start (held.rs).
+    fn lease_margin(&self) -> Duration {
+        held::lease_margin(self.settings.claim_timeout)
+    }
+
     fn handles(&self, destination: &dyn Destination) -> DestHandles {
         self.handles
             .get(destination.name())

@@ -39,6 +39,9 @@ pub async fn run_renewal(shared: Arc<PollerContext>, stop: CancellationToken) {
         if claims.is_empty() {
             continue;
         }
+        // The renewed leases end claimTimeoutMs after the database ran the statement, so no
+        // earlier than claimTimeoutMs after it was sent.
+        let sent = Instant::now();
         let answer = tokio::select! {
             biased;
             () = stop.cancelled() => return,
@@ -49,6 +52,9 @@ pub async fn run_renewal(shared: Arc<PollerContext>, stop: CancellationToken) {
                 if let Some(repeats) = failures.success() {
                     tracing::info!(repeats, "Renewing the outbox leases works again.");
                 }
+                shared
+                    .held
+                    .renewed(&renewed, sent + shared.settings.claim_timeout);
                 let renewed: HashSet<Claim> = renewed.into_iter().collect();
                 let missing: Vec<Claim> = claims
                     .into_iter()

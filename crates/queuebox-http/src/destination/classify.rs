@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime};
 
 use queuebox_core::destination::Outcome;
-use queuebox_core::redact::redact;
+use queuebox_core::redact::{redact, redact_cut};
 
 /// What came back from one publish attempt, before it is judged.
 #[derive(Debug)]
@@ -54,7 +54,13 @@ pub(crate) fn classify(exchange: Exchange<'_>, limits: Limits) -> Outcome {
                 text.push_str(phrase);
             }
             let kept = &body[..body.len().min(max)];
-            let redacted = redact(&String::from_utf8_lossy(kept));
+            // A body that fills the limit may have been cut inside an echoed secret.
+            let text_of_body = String::from_utf8_lossy(kept);
+            let redacted = if body.len() >= max {
+                redact_cut(&text_of_body)
+            } else {
+                redact(&text_of_body)
+            };
             let body_text = cut(&redacted, max);
             if !body_text.trim().is_empty() {
                 text.push_str(" - ");

@@ -2,12 +2,17 @@
 -- Relay claim (RLY-2..5, INB-3). READ COMMITTED, run under the claim lock (claim_lock.sql), so
 -- relay claims never overlap and the busy test sees every committed claim.
 -- Locking: the candidates are taken FOR UPDATE SKIP LOCKED on the base table, so a row that
--- another transaction is writing is left for a later claim. The busy test (NOT EXISTS) takes no
--- lock: an aggregate with a push row in processing, whatever its lease, is skipped whole; NULL
--- aggregates are never busy. The candidates are read in (scheduled_at, created_at, id) order
--- from idx_inbox_push_pending, bounded by :cand_limit = min(max(3 x limit, 50), 500) (RLY-4); then the
--- first row per aggregate is kept (each NULL aggregate row is its own group), and at most :limit
--- rows. The outer SELECT only orders the answer.
+-- another transaction is writing is left for a later claim. The busy test and the head test
+-- (both NOT EXISTS) take no lock and skip nothing: an aggregate with a push row in processing,
+-- whatever its lease, is skipped whole; a row with an earlier pending push row of its aggregate
+-- (of a listed source) is no candidate, so when the true head is row-locked (an operator's
+-- SELECT ... FOR UPDATE, a stalled replica's open transaction) SKIP LOCKED skips the head and
+-- the head test holds back the rows behind it: the aggregate waits, it is never reordered
+-- (RLY-3). NULL aggregates are never busy and have no head. The candidates are read in
+-- (scheduled_at, created_at, id) order from idx_inbox_push_pending, bounded by :cand_limit =
+-- min(max(3 x limit, 50), 500) (RLY-4); then the first row per aggregate is kept (each NULL
+-- aggregate row is its own group), and at most :limit rows. The outer SELECT only orders the
+-- answer.
 -- :limit = rows requested, :cand_limit = candidate bound, :lease_ms = lease in ms (bigint), :sources = source names.
 WITH candidates AS MATERIALIZED (
     SELECT i."{id}" AS id, i."{aggregate_id}" AS aggregate_id,
@@ -23,6 +28,15 @@ WITH candidates AS MATERIALIZED (
                 WHERE b."{aggregate_id}" = i."{aggregate_id}"
                   AND b."{state}" = 'processing'
                   AND b."{consumption}" = 'push'))
+      AND (i."{aggregate_id}" IS NULL
+           OR NOT EXISTS (
+                SELECT 1 FROM "{inbox}" h
+                WHERE h."{aggregate_id}" = i."{aggregate_id}"
+                  AND h."{state}" = 'pending'
+                  AND h."{consumption}" = 'push'
+                  AND h."{source}" = ANY(:sources::text[])
+                  AND (h."{scheduled_at}", h."{created_at}", h."{id}")
+                      < (i."{scheduled_at}", i."{created_at}", i."{id}")))
     ORDER BY i."{scheduled_at}", i."{created_at}", i."{id}"
     LIMIT :cand_limit::bigint
     FOR UPDATE OF i SKIP LOCKED

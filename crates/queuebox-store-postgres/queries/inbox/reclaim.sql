@@ -1,14 +1,26 @@
--- Locking: the row locks of the expired push rows. Isolation: READ COMMITTED.
+-- Locking: the row locks of the expired push rows nobody else holds (SKIP LOCKED). Isolation: READ COMMITTED.
 -- Relay reclaim of expired leases (RLY-8, INB-3). READ COMMITTED, one statement, not fenced:
 -- it matches expired push leases only, so any replica may run it, and it never touches a pull
--- row (the pull claim takes over expired pull leases itself). Locking: row locks on the
--- expired rows; a row being written meanwhile (a late forward of its owner) is waited for and
--- re-checked on its new version, so a row that left processing is not touched.
+-- row (the pull claim takes over expired pull leases itself). Locking: the expired rows are
+-- taken FOR UPDATE SKIP LOCKED, so a row that another session holds (a stalled replica's open
+-- forward transaction, an operator's SELECT ... FOR UPDATE) is left for a later reclaim instead
+-- of being waited for: one frozen replica must not stop the relay of every other one. The
+-- UPDATE repeats the tests, so a row that left processing after the read is not touched.
 -- attempt, scheduled_at and last_error stay as they are.
-UPDATE "{inbox}"
+WITH expired AS MATERIALIZED (
+    SELECT e."{id}" AS id
+    FROM "{inbox}" e
+    WHERE e."{consumption}" = 'push'
+      AND e."{state}" = 'processing'
+      AND e."{lease_expires_at}" <= clock_timestamp()
+    FOR UPDATE OF e SKIP LOCKED
+)
+UPDATE "{inbox}" t
 SET "{state}" = 'pending',
     "{claim_token}" = NULL,
     "{lease_expires_at}" = NULL
-WHERE "{consumption}" = 'push'
-  AND "{state}" = 'processing'
-  AND "{lease_expires_at}" <= clock_timestamp()
+FROM expired x
+WHERE t."{id}" = x.id
+  AND t."{consumption}" = 'push'
+  AND t."{state}" = 'processing'
+  AND t."{lease_expires_at}" <= clock_timestamp()

@@ -1,13 +1,24 @@
--- Locking: the row locks of the expired rows. Isolation: READ COMMITTED.
+-- Locking: the row locks of the expired rows nobody else holds (SKIP LOCKED). Isolation: READ COMMITTED.
 -- Reclaim of expired leases (OUT-46/47, SCH-15). READ COMMITTED, one statement, not fenced:
--- it matches expired leases only, so any replica may run it. Locking: row locks on the expired
--- rows; a row being written meanwhile (say a late terminal write of its owner) is waited for
--- and re-checked on its new version, so a row that left processing is not touched.
--- attempt, scheduled_at and last_error stay as they are (OUT-27).
-UPDATE "{outbox}"
+-- it matches expired leases only, so any replica may run it. Locking: the expired rows are
+-- taken FOR UPDATE SKIP LOCKED, so a row that another session holds (a stalled replica's
+-- terminal write in an open transaction, an operator's SELECT ... FOR UPDATE) is left for a
+-- later reclaim instead of being waited for: one frozen replica must not stop the poller of
+-- every other one. The UPDATE repeats the tests, so a row that left processing after the read
+-- is not touched. attempt, scheduled_at and last_error stay as they are (OUT-27).
+WITH expired AS MATERIALIZED (
+    SELECT e."{id}" AS id
+    FROM "{outbox}" e
+    WHERE e."{state}" = 'processing'
+      AND e."{lease_expires_at}" <= clock_timestamp()
+    FOR UPDATE OF e SKIP LOCKED
+)
+UPDATE "{outbox}" t
 SET "{state}" = 'pending',
     "{claim_token}" = NULL,
     "{lease_expires_at}" = NULL,
     "{updated_at}" = clock_timestamp()
-WHERE "{state}" = 'processing'
-  AND "{lease_expires_at}" <= clock_timestamp()
+FROM expired x
+WHERE t."{id}" = x.id
+  AND t."{state}" = 'processing'
+  AND t."{lease_expires_at}" <= clock_timestamp()

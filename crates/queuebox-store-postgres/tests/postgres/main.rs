@@ -6,5 +6,6 @@ mod conformance_hooks;
 mod connect;
 mod errors;
 mod guard;
+mod liveness;
 mod migrate;
 mod support;

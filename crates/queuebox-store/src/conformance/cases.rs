@@ -60,6 +60,8 @@ macro_rules! __conformance_case_list {
                 rly_12_release_with_and_without_error,
                 rly_7_renew_extends_the_lease_and_stale_renews_nothing,
                 rly_8_reclaim_returns_only_expired_rows,
+                rly_3_a_held_head_row_holds_back_its_aggregate,
+                rly_8_reclaim_never_waits_for_a_row_another_session_holds,
                 rly_16_oldest_pending_age,
                 ret_4_outbox_age_deletes_only_old_sent_and_dead,
                 ret_5_outbox_count_keeps_the_newest_per_state,
@@ -136,8 +138,63 @@ macro_rules! conformance_tests {
             }
         )*
     };
+    (@tests_with_skips $factory:expr ; [$($case:ident),* $(,)?] [$($threaded:ident),* $(,)?]) => {
+        $( __queuebox_conformance_case! { $case, $factory, current } )*
+        $( __queuebox_conformance_case! { $threaded, $factory, threaded } )*
+    };
     ($factory:expr) => {
         $crate::__conformance_case_list! { @tests $factory }
+    };
+    // A store on which a case cannot apply (a property its database cannot have, such as two
+    // writers at once on SQLite) lists it with the reason: that test is generated with
+    // `#[ignore = reason]`, so it is reported as ignored, never as passed, and every other case
+    // still runs. A name that is no case matches nothing, so that case runs as usual. The `$`
+    // after `not_applicable` is passed on to the macro that generates the tests (a macro
+    // cannot write a `$` of its own on stable Rust):
+    // `conformance_tests!(MyFactory, not_applicable $ { case_name => "why", });`
+    ($factory:expr, not_applicable $d:tt { $($skip:ident => $reason:literal),* $(,)? }) => {
+        $crate::__conformance_case_macro! { $d ; $($skip => $reason),* }
+        $crate::__conformance_case_list! { @tests_with_skips $factory }
+    };
+}
+
+/// Defines `__queuebox_conformance_case!`, which generates one case's test, ignored with its
+/// reason when the case is listed. `$d` is a `$` passed in, so the generated macro can have
+/// metavariables of its own.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_case_macro {
+    ($d:tt ; $($skip:ident => $reason:literal),*) => {
+        macro_rules! __queuebox_conformance_case {
+            $(
+                ($skip, $d factory:expr, current) => {
+                    #[ignore = $reason]
+                    #[tokio::test]
+                    async fn $skip() {
+                        $crate::conformance::run($crate::conformance::Case::$skip, &$d factory).await;
+                    }
+                };
+                ($skip, $d factory:expr, threaded) => {
+                    #[ignore = $reason]
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    async fn $skip() {
+                        $crate::conformance::run($crate::conformance::Case::$skip, &$d factory).await;
+                    }
+                };
+            )*
+            ($d case:ident, $d factory:expr, current) => {
+                #[tokio::test]
+                async fn $d case() {
+                    $crate::conformance::run($crate::conformance::Case::$d case, &$d factory).await;
+                }
+            };
+            ($d case:ident, $d factory:expr, threaded) => {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $d case() {
+                    $crate::conformance::run($crate::conformance::Case::$d case, &$d factory).await;
+                }
+            };
+        }
     };
 }
 

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod markdown;
+pub mod mysql;
 pub mod pg;
 pub mod process;
 pub mod proxy;

@@ -233,11 +233,13 @@ fn parse_answer(raw: &[u8]) -> Answer {
 /// `queuebox migrate` against this database URL, so a test can write rows before it starts a
 /// service.
 pub fn migrate(database_url: &str) {
+    migrate_database(&format!("database:\n  url: \"{database_url}\"\n"));
+}
+
+/// `queuebox migrate` with this `database:` section (for a `type` other than PostgreSQL).
+pub fn migrate_database(database_yaml: &str) {
     let scratch = Scratch::new("migrate");
-    let file = scratch.write(
-        "queuebox.yml",
-        &format!("database:\n  url: \"{database_url}\"\n"),
-    );
+    let file = scratch.write("queuebox.yml", database_yaml);
     let output = queuebox(scratch.path())
         .args(["migrate", "--config"])
         .arg(&file)

@@ -1,0 +1,1 @@
+SELECT RELEASE_LOCK(CONCAT('queuebox_pull:', LEFT(SHA2(CONCAT('inbox', ':', :source), 256), 40)))

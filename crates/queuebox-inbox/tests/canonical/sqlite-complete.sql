@@ -1,0 +1,5 @@
+UPDATE "inbox"
+   SET "state" = 'processed', "processed_at" = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+       "claim_token" = NULL, "lease_expires_at" = NULL
+ WHERE "id" = :id AND "consumption" = 'pull' AND "state" = 'processing'
+   AND "claim_token" = :token

@@ -1,0 +1,4 @@
+UPDATE "inbox"
+   SET "lease_expires_at" = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('%+.3f seconds', :lease_ms / 1000.0))
+ WHERE "id" = :id AND "consumption" = 'pull' AND "state" = 'processing'
+   AND "claim_token" = :token AND "lease_expires_at" > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')

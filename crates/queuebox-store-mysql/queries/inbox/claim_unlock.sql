@@ -1,0 +1,3 @@
+-- Locking: releases the named session lock of the relay claim. Isolation: none.
+-- :name = the lock name.
+SELECT RELEASE_LOCK(:name)

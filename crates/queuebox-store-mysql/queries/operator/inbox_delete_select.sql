@@ -1,0 +1,25 @@
+-- Locking: victims FOR UPDATE SKIP LOCKED, in the chunk's transaction. Isolation: READ COMMITTED.
+-- Bulk delete, one chunk, first statement (ADM-9, ADM-24): at most :chunk matching rows of one
+-- state (2 processed, 3 dead, mapped to the literal in the file, SCH-9), oldest first by
+-- (created_at, id), locked until the chunk commits; inbox_delete_ids.sql follows.
+-- Filters (ADM-13, ADM-21): a NULL parameter is no filter; an empty JSON array matches nothing.
+-- Times travel as microseconds since 1970 (UTC). The error filter is LOCATE against the
+-- utf8mb4_bin column, a literal, case-sensitive substring: no LIKE wildcard applies.
+SELECT i.`{id}`
+FROM `{inbox}` i
+WHERE i.`{state}` = CASE :state WHEN 2 THEN 'processed' WHEN 3 THEN 'dead' END
+  AND (:ids IS NULL OR i.`{id}` IN (
+           SELECT j.v FROM JSON_TABLE(:ids, '$[*]' COLUMNS (v CHAR(36) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) j))
+  AND (:sources IS NULL OR i.`{source}` IN (
+           SELECT j.v FROM JSON_TABLE(:sources, '$[*]' COLUMNS (v VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) j))
+  AND (:consumption IS NULL
+       OR i.`{consumption}` = CASE :consumption WHEN 0 THEN 'push' WHEN 1 THEN 'pull' END)
+  AND (:event_type IS NULL OR i.`{event_type}` = :event_type)
+  AND (:aggregate_id IS NULL OR i.`{aggregate_id}` = :aggregate_id)
+  AND (:idempotency_key IS NULL OR i.`{idempotency_key}` = :idempotency_key)
+  AND (:created_after IS NULL OR i.`{created_at}` > TIMESTAMPADD(MICROSECOND, :created_after, '1970-01-01 00:00:00.000000'))
+  AND (:created_before IS NULL OR i.`{created_at}` < TIMESTAMPADD(MICROSECOND, :created_before, '1970-01-01 00:00:00.000000'))
+  AND (:error_contains IS NULL OR LOCATE(:error_contains, i.`{last_error}`) > 0)
+ORDER BY i.`{created_at}`, i.`{id}`
+LIMIT :chunk
+FOR UPDATE SKIP LOCKED

@@ -1,0 +1,3 @@
+-- Locking: none. Isolation: none (no row is read).
+-- Readiness round trip; no locks.
+SELECT 1

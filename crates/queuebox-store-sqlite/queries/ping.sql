@@ -1,0 +1,3 @@
+-- Locking: none. Isolation: none (no row is read).
+-- Readiness round trip.
+SELECT 1
