@@ -35,13 +35,14 @@ pub use mask::mask_url;
 pub use model::{
     AdminConfig, CaptureMode, Config, HeaderName, HmacAlgorithm, HmacAuth, HttpConfig, InboundAuth,
     InboxConfig, InboxRetention, InboxRetentionPolicy, LogConfig, LogFormat, LogLevel, OnError,
-    OutboxConfig, OutboxRetention, OutboxRetentionPolicy, RelayConfig, RetentionConfig,
-    ServerConfig, SignaturePayloadFormat, TransformConfig,
+    OutboxConfig, OutboxRetention, OutboxRetentionPolicy, PresetAuth, RelayConfig, RetentionConfig,
+    ServerConfig, SignaturePayloadFormat, TransformConfig, WebhookPreset,
 };
 pub use model_destination::{
-    Address, AddressColumn, DeliveryMode, Destination, DestinationAuth, DestinationKind,
-    ExchangeType, HttpDestination, KafkaDestination, KafkaSasl, KafkaSecurity, LogDestination,
-    NatsCredentials, NatsDestination, RabbitmqDestination, Route, SaslMechanism, SecurityProtocol,
+    Address, AddressColumn, DeliveryMode, DeliverySigning, Destination, DestinationAuth,
+    DestinationKind, ExchangeType, HttpDestination, KafkaDestination, KafkaSasl, KafkaSecurity,
+    LogDestination, NatsCredentials, NatsDestination, RabbitmqDestination, Route, SaslMechanism,
+    SecurityProtocol,
 };
 pub use model_source::{
     AttributeHeaders, AutoOffsetReset, BrokerAttributes, Consumption, Filter, FilterRule,

@@ -107,17 +107,96 @@ pub enum InboundAuth {
         header_name: HeaderName,
     },
     Hmac(HmacAuth),
+    /// A sender's own signature format, which needs only the secret (INB-20a..20f).
+    Preset(PresetAuth),
 }
 
 impl InboundAuth {
-    /// The header this block reads, which QueueBox never keeps (CFG-108).
-    pub fn credential_header(&self) -> Option<&HeaderName> {
+    /// The headers this block reads its signature or key from, which QueueBox never keeps
+    /// (CFG-108). A preset with header aliases has several.
+    pub fn credential_headers(&self) -> Vec<HeaderName> {
         match self {
-            Self::Bearer { .. } => None,
-            Self::ApiKey { header_name, .. } => Some(header_name),
-            Self::Hmac(h) => Some(&h.header_name),
+            Self::Bearer { .. } => Vec::new(),
+            Self::ApiKey { header_name, .. } => vec![header_name.clone()],
+            Self::Hmac(h) => vec![h.header_name.clone()],
+            Self::Preset(p) => p
+                .preset
+                .signature_headers()
+                .iter()
+                .copied()
+                .map(HeaderName::known)
+                .collect(),
         }
     }
+
+    /// The header that carries the sender's event id, when the preset has one: the idempotency
+    /// key defaults to it (INB-31).
+    pub fn event_id_header(&self) -> Option<HeaderName> {
+        match self {
+            Self::Preset(p) => p.preset.event_id_header().map(HeaderName::known),
+            _ => None,
+        }
+    }
+}
+
+/// The webhook senders whose signature format QueueBox knows (`auth.type`, INB-20a).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WebhookPreset {
+    Stripe,
+    Github,
+    StandardWebhooks,
+    Shopify,
+    Slack,
+}
+
+impl WebhookPreset {
+    /// The `auth.type` word.
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Self::Stripe => "stripe",
+            Self::Github => "github",
+            Self::StandardWebhooks => "standard-webhooks",
+            Self::Shopify => "shopify",
+            Self::Slack => "slack",
+        }
+    }
+
+    /// The headers that carry the signature (Standard Webhooks also under Svix's names).
+    pub fn signature_headers(self) -> &'static [&'static str] {
+        match self {
+            Self::Stripe => &["Stripe-Signature"],
+            Self::Github => &["X-Hub-Signature-256"],
+            Self::StandardWebhooks => &["webhook-signature", "svix-signature"],
+            Self::Shopify => &["X-Shopify-Hmac-Sha256"],
+            Self::Slack => &["X-Slack-Signature"],
+        }
+    }
+
+    /// Whether the signed content has a timestamp, so a replay window applies.
+    pub fn has_timestamp(self) -> bool {
+        matches!(self, Self::Stripe | Self::StandardWebhooks | Self::Slack)
+    }
+
+    /// The header with the sender's unique delivery id, if the sender sends one.
+    pub fn event_id_header(self) -> Option<&'static str> {
+        match self {
+            Self::Github => Some("X-GitHub-Delivery"),
+            Self::StandardWebhooks => Some("webhook-id"),
+            // Shopify's "Ignore duplicate webhooks": the same X-Shopify-Event-Id is a duplicate.
+            Self::Shopify => Some("X-Shopify-Event-Id"),
+            Self::Stripe | Self::Slack => None,
+        }
+    }
+}
+
+/// `auth.type: stripe | github | standard-webhooks | shopify | slack` (CFG-73a).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PresetAuth {
+    pub preset: WebhookPreset,
+    /// One or more (rotation): a request signed with any of them is accepted.
+    pub secrets: Vec<Secret>,
+    /// The replay window, for presets whose signature covers a timestamp; 300000 by default.
+    pub timestamp_tolerance_ms: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -136,7 +215,8 @@ pub enum SignaturePayloadFormat {
 /// `auth.type: hmac` (CFG-73), with the defaults resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HmacAuth {
-    pub secret: Secret,
+    /// One or more (rotation): a signature made with any of them is accepted.
+    pub secrets: Vec<Secret>,
     pub header_name: HeaderName,
     pub algorithm: HmacAlgorithm,
     /// `sha256=`, `sha512=` or `sha1=` by default; may be empty.

@@ -61,6 +61,15 @@ pub struct HttpDestination {
     pub path: String,
     pub timeout_ms: u64,
     pub auth: Option<DestinationAuth>,
+    /// `signing` (CFG-50a): Standard Webhooks signatures on every delivery.
+    pub signing: Option<DeliverySigning>,
+}
+
+/// `signing: {type: standard-webhooks, secret}` of an `http` destination (CFG-50a).
+#[derive(Clone, Debug)]
+pub struct DeliverySigning {
+    /// `whsec_…` secrets; several during a rotation, each adds one signature.
+    pub secrets: Vec<Secret>,
 }
 
 /// The auth block of an `http` destination (CFG-50).

@@ -2,8 +2,8 @@
 //! (CFG-73), Kafka security (CFG-99), NATS credentials (CFG-100) and server lists.
 
 use crate::model::{
-    HeaderName, HmacAlgorithm, HmacAuth, InboundAuth, OnError, SignaturePayloadFormat,
-    TransformConfig,
+    HeaderName, HmacAlgorithm, HmacAuth, InboundAuth, OnError, PresetAuth, SignaturePayloadFormat,
+    TransformConfig, WebhookPreset,
 };
 use crate::model_destination::{
     KafkaSasl, KafkaSecurity, NatsCredentials, SaslMechanism, SecurityProtocol,
@@ -74,15 +74,47 @@ pub(crate) const INBOUND_AUTH_TYPES: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// The sender presets (CFG-73a): only the secret, and the replay window where the signature
+/// covers a timestamp.
+pub(crate) const PRESET_AUTH_TYPES: &[(&str, &[&str])] = &[
+    ("github", &["secret"]),
+    ("shopify", &["secret"]),
+    ("slack", &["secret", "timestampTolerance"]),
+    ("standard-webhooks", &["secret", "timestampTolerance"]),
+    ("stripe", &["secret", "timestampTolerance"]),
+];
+
+const PRESETS: [WebhookPreset; 5] = [
+    WebhookPreset::Stripe,
+    WebhookPreset::Github,
+    WebhookPreset::StandardWebhooks,
+    WebhookPreset::Shopify,
+    WebhookPreset::Slack,
+];
+
+/// Which auth kinds a block accepts: sources take the sender presets, `admin` does not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AuthKinds {
+    Source,
+    Admin,
+}
+
 /// The source and admin auth block at `path` (CFG-73, CFG-97, CFG-115).
 pub(crate) fn read_inbound_auth(
     cx: &mut Cx<'_>,
     path: &str,
     node: Option<&Node>,
+    kinds: AuthKinds,
 ) -> Option<InboundAuth> {
     let node = node?;
     let mut s = Sec::open(cx, path, Some(node));
-    let Some(kind) = read_type(cx, &mut s, &["api-key", "bearer", "hmac"]) else {
+    let mut types: Vec<(&str, &[&str])> = INBOUND_AUTH_TYPES.to_vec();
+    if kinds == AuthKinds::Source {
+        types.extend_from_slice(PRESET_AUTH_TYPES);
+        types.sort_unstable_by_key(|(t, _)| *t);
+    }
+    let names: Vec<&str> = types.iter().map(|(t, _)| *t).collect();
+    let Some(kind) = read_type(cx, &mut s, &names) else {
         // Without a known type, the other keys cannot be judged; only the type is reported.
         s.all();
         return None;
@@ -91,6 +123,14 @@ pub(crate) fn read_inbound_auth(
         Some(n) => v::required_secret(cx, &s.at(key), n),
         None => {
             cx.error(&s.at(key), format!("required for type {kind}"));
+            None
+        }
+    };
+    // `secret` of hmac and the presets: one secret, or a list during rotation.
+    let secrets = |cx: &mut Cx<'_>, s: &mut Sec<'_>| match s.node("secret") {
+        Some(n) => secret_list(cx, &s.at("secret"), n),
+        None => {
+            cx.error(&s.at("secret"), format!("required for type {kind}"));
             None
         }
     };
@@ -105,26 +145,89 @@ pub(crate) fn read_inbound_auth(
                 header(cx, &mut s, "headerName").unwrap_or_else(|| HeaderName::known("X-API-Key"));
             key.map(|key| InboundAuth::ApiKey { key, header_name })
         }
-        _ => {
-            let secret = required(cx, &mut s, "secret");
-            read_hmac(cx, &mut s, secret)
+        "hmac" => {
+            let secrets = secrets(cx, &mut s);
+            read_hmac(cx, &mut s, secrets)
+        }
+        preset => {
+            let preset = PRESETS
+                .into_iter()
+                .find(|p| p.type_name() == preset)
+                .expect("read_type returns a listed kind");
+            let secrets = secrets(cx, &mut s);
+            let timestamp_tolerance_ms = if preset.has_timestamp() {
+                s.node("timestampTolerance")
+                    .and_then(|n| v::ms(cx, &s.at("timestampTolerance"), n, Range::Positive))
+                    .unwrap_or(300_000)
+            } else {
+                0
+            };
+            secrets.map(|secrets| {
+                InboundAuth::Preset(PresetAuth {
+                    preset,
+                    secrets,
+                    timestamp_tolerance_ms,
+                })
+            })
         }
     };
-    let own = INBOUND_AUTH_TYPES
+    let own = types
         .iter()
         .find(|(t, _)| *t == kind)
         .map(|(_, keys)| *keys)
         .unwrap_or_default();
     let mut known = vec!["type"];
     known.extend_from_slice(own);
-    s.finish_typed(cx, Some(kind), &known, INBOUND_AUTH_TYPES);
+    s.finish_typed(cx, Some(kind), &known, &types);
     auth
+}
+
+/// The `signing` block of an `http` destination (CFG-50a): `type: standard-webhooks` and
+/// `secret`, one or a list during rotation.
+pub(crate) fn read_signing(
+    cx: &mut Cx<'_>,
+    path: &str,
+    node: Option<&Node>,
+) -> Option<crate::model_destination::DeliverySigning> {
+    let node = node?;
+    let mut s = Sec::open(cx, path, Some(node));
+    let kind = read_type(cx, &mut s, &["standard-webhooks"]);
+    let secrets = match s.node("secret") {
+        Some(n) => secret_list(cx, &s.at("secret"), n),
+        None => {
+            cx.error(&s.at("secret"), "required for type standard-webhooks");
+            None
+        }
+    };
+    s.finish(cx, &["type", "secret"]);
+    kind?;
+    Some(crate::model_destination::DeliverySigning { secrets: secrets? })
+}
+
+/// A required secret, or a non-empty list of them (rotation: the first is the current one,
+/// the order does not matter to the check).
+fn secret_list(cx: &mut Cx<'_>, path: &str, node: &Node) -> Option<Vec<queuebox_core::Secret>> {
+    match &node.kind {
+        crate::node::Kind::Seq(items) => {
+            if items.is_empty() {
+                cx.error_at(path, node, "must not be empty");
+                return None;
+            }
+            let parsed: Vec<Option<queuebox_core::Secret>> = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| v::required_secret(cx, &crate::read::index(path, i), item))
+                .collect();
+            parsed.into_iter().collect()
+        }
+        _ => v::required_secret(cx, path, node).map(|secret| vec![secret]),
+    }
 }
 
 fn read_hmac(
     cx: &mut Cx<'_>,
     s: &mut Sec<'_>,
-    secret: Option<queuebox_core::Secret>,
+    secrets: Option<Vec<queuebox_core::Secret>>,
 ) -> Option<InboundAuth> {
     let header_name = s
         .node("headerName")
@@ -195,7 +298,7 @@ fn read_hmac(
         SignaturePayloadFormat::Body
     });
     Some(InboundAuth::Hmac(HmacAuth {
-        secret: secret?,
+        secrets: secrets?,
         header_name,
         algorithm,
         signature_prefix,

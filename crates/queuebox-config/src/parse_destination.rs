@@ -24,7 +24,7 @@ const TYPES: &[&str] = &["http", "kafka", "log", "nats", "rabbitmq"];
 const SHARED: &[&str] = &["type", "headers", "transform"];
 
 pub(crate) const OWN_KEYS: &[(&str, &[&str])] = &[
-    ("http", &["baseUrl", "path", "timeoutMs", "auth"]),
+    ("http", &["baseUrl", "path", "timeoutMs", "auth", "signing"]),
     (
         "rabbitmq",
         &[
@@ -206,11 +206,14 @@ fn read_http(cx: &mut Cx<'_>, s: &mut Sec<'_>) -> Option<HttpDestination> {
         .unwrap_or(30_000);
     let auth_node = s.node("auth");
     let auth = read_destination_auth(cx, &s.at("auth"), auth_node);
+    let signing_node = s.node("signing");
+    let signing = crate::parse_common::read_signing(cx, &s.at("signing"), signing_node);
     Some(HttpDestination {
         base_url: base_url?,
         path: path?,
         timeout_ms,
         auth,
+        signing,
     })
 }
 

@@ -6,7 +6,7 @@ use crate::model::{
     OutboxConfig, RelayConfig, ServerConfig,
 };
 use crate::node::Node;
-use crate::parse_common::read_inbound_auth;
+use crate::parse_common::{AuthKinds, read_inbound_auth};
 use crate::read::{Cx, Sec, get};
 use crate::values::{self as v, Range};
 
@@ -197,7 +197,7 @@ pub(crate) fn read_admin(cx: &mut Cx<'_>, node: Option<&Node>) -> AdminConfig {
     let enabled = get!(cx, s, "enabled", false, |p, n| v::boolean(cx, &p, n));
     let auth_set = s.has("auth");
     let auth_node = s.node("auth");
-    let auth = read_inbound_auth(cx, "admin.auth", auth_node);
+    let auth = read_inbound_auth(cx, "admin.auth", auth_node, AuthKinds::Admin);
     let insecure = get!(cx, s, "insecure", false, |p, n| v::boolean(cx, &p, n));
     let config = AdminConfig {
         enabled,

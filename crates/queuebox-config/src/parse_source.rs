@@ -9,7 +9,7 @@ use queuebox_core::template::{Template, TemplateField, TemplateFields};
 use crate::model::HeaderName;
 use crate::model_source::{Consumption, HttpSource, RateLimit, Source, SourceKind};
 use crate::node::Node;
-use crate::parse_common::{read_inbound_auth, read_transform};
+use crate::parse_common::{AuthKinds, read_inbound_auth, read_transform};
 use crate::parse_filter::{check_source_path, read_filter};
 use crate::parse_source_broker::{read_broker, read_kafka, read_nats, read_rabbitmq};
 use crate::read::{Cx, Sec, index};
@@ -336,18 +336,25 @@ fn read_http_source(cx: &mut Cx<'_>, s: &mut Sec<'_>, base_path: &str) -> Option
     let header = |cx: &mut Cx<'_>, s: &mut Sec<'_>, key: &str| {
         s.node(key).and_then(|n| v::header_name(cx, &s.at(key), n))
     };
-    let idempotency_key_header = header(cx, s, "idempotencyKeyHeader");
+    let mut idempotency_key_header = header(cx, s, "idempotencyKeyHeader");
     let aggregate_id_header = header(cx, s, "aggregateIdHeader");
     let event_type_header = header(cx, s, "eventTypeHeader");
     let auth_node = s.node("auth");
-    let auth = read_inbound_auth(cx, &s.at("auth"), auth_node);
+    let auth = read_inbound_auth(cx, &s.at("auth"), auth_node, AuthKinds::Source);
     // CFG-106: some way to find the idempotency key.
     let ways = [
         "idempotencyKeyPath",
         "idempotencyKeyHeader",
         "idempotencyKeyExpression",
     ];
-    if !ways.iter().any(|k| s.has(k)) {
+    // INB-31: a preset whose sender sends a delivery id (`webhook-id`, `X-GitHub-Delivery`,
+    // `X-Shopify-Event-Id`)
+    // makes that header the key when none of the three is set.
+    let preset_key = auth.as_ref().and_then(|a| a.event_id_header());
+    let configured = ways.iter().any(|k| s.has(k));
+    if !configured && preset_key.is_some() {
+        idempotency_key_header = preset_key;
+    } else if !configured {
         let block = s.path.clone();
         cx.error(
             &block,
@@ -391,12 +398,11 @@ fn check_key_header(cx: &mut Cx<'_>, path: &str, header: &HeaderName, source: &H
             path,
             format!("{header} is a credential header, which QueueBox does not keep"),
         );
-    } else if source
-        .auth
-        .as_ref()
-        .and_then(|a| a.credential_header())
-        .is_some_and(|auth| auth.eq_ignore_case(header.as_str()))
-    {
+    } else if source.auth.as_ref().is_some_and(|a| {
+        a.credential_headers()
+            .iter()
+            .any(|auth| auth.eq_ignore_case(header.as_str()))
+    }) {
         cx.error(
             path,
             format!("{header} is the auth header, which QueueBox does not keep"),

@@ -155,7 +155,9 @@ fn inb_4_every_check_at_start_names_the_offending_key_path() {
     // algorithm.
     assert_eq!(
         source_errors("    idempotencyKeyHeader: X-Id\n    auth:\n      secret: s\n"),
-        ["- sources.s.auth: missing type; set one of api-key, bearer, hmac"]
+        [
+            "- sources.s.auth: missing type; set one of api-key, bearer, github, hmac, shopify, slack, standard-webhooks, stripe"
+        ]
     );
     assert_eq!(
         source_errors(

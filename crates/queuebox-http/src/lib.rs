@@ -3,3 +3,4 @@
 pub mod destination;
 pub mod server;
 pub mod source;
+mod standard_webhooks;

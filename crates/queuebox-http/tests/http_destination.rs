@@ -22,6 +22,7 @@ fn settings(base_url: Url) -> HttpDestinationSettings {
         timeout: Duration::from_secs(5),
         static_headers: Vec::new(),
         auth: None,
+        signing: Vec::new(),
         max_error_body_bytes: 2048,
     }
 }

@@ -41,7 +41,7 @@ fn hex_hmac(algorithm: HmacAlgorithm, key: &str, signed: &[u8]) -> String {
 
 fn hmac_auth(algorithm: HmacAlgorithm, prefix: &str, timestamp: bool) -> HmacAuth {
     HmacAuth {
-        secret: Secret::new("whsec_test"),
+        secrets: vec![Secret::new("whsec_test")],
         header_name: header("X-Signature"),
         algorithm,
         signature_prefix: prefix.to_owned(),

@@ -66,7 +66,7 @@ async fn inb_21_credential_headers_are_never_stored() {
 #[tokio::test]
 async fn inb_21_the_hmac_signature_header_is_not_stored() {
     let auth = HmacAuth {
-        secret: Secret::new("s"),
+        secrets: vec![Secret::new("s")],
         header_name: header("X-Hub-Signature-256"),
         algorithm: HmacAlgorithm::HmacSha256,
         signature_prefix: String::new(),

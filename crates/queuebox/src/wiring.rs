@@ -428,6 +428,11 @@ fn http_settings(config: &Config, destination: &DestinationConfig) -> HttpDestin
         timeout: Duration::from_millis(http.timeout_ms),
         static_headers: static_headers(destination),
         auth,
+        signing: http
+            .signing
+            .as_ref()
+            .map(|signing| signing.secrets.clone())
+            .unwrap_or_default(),
         max_error_body_bytes: config.http.max_error_body_bytes as usize,
     }
 }

@@ -46,6 +46,11 @@ pub enum DestinationError {
     #[error("destinations.{destination}.auth.extraParams: '{param}' is set by QueueBox itself")]
     ReservedOAuth2Param { destination: String, param: String },
 
+    #[error(
+        "destinations.{destination}.signing.secret: not a Standard Webhooks secret (whsec_ followed by base64)"
+    )]
+    SigningSecret { destination: String },
+
     #[error("could not build the HTTP client: {0}")]
     Client(String),
 

@@ -19,6 +19,7 @@ use super::headers::{Groups, RESERVED_HTTP, assemble, check_static, is_reserved,
 use super::oauth2::{TokenEntry, TokenKey, TokenRequest};
 use super::shared::SharedHttp;
 use super::target::{check_base, join};
+use crate::standard_webhooks;
 
 /// `User-Agent` sent unless a row or static header sets one (DST-11).
 pub(crate) const USER_AGENT_VALUE: &str = concat!("queuebox/", env!("CARGO_PKG_VERSION"));
@@ -33,6 +34,9 @@ pub struct HttpDestinationSettings {
     pub timeout: Duration,
     pub static_headers: Vec<(String, Secret)>,
     pub auth: Option<HttpAuth>,
+    /// `signing` (DST-31a): the Standard Webhooks secrets (`whsec_…`), one signature each;
+    /// empty when deliveries are not signed.
+    pub signing: Vec<Secret>,
     /// `http.maxErrorBodyBytes` (CFG-62).
     pub max_error_body_bytes: usize,
 }
@@ -92,8 +96,34 @@ pub struct HttpDestination {
     client: reqwest::Client,
     static_headers: Vec<(String, Secret)>,
     auth: Option<Auth>,
+    /// DST-31a: the key bytes of the signing secrets; empty when not signing.
+    signing: SigningKeys,
     /// `queuebox_http_publish_responses_total{status_class}` (DST-29).
     metrics: Metrics,
+}
+
+/// The Standard Webhooks keys of one destination. Debug never shows them (SEC-7).
+struct SigningKeys(Vec<Vec<u8>>);
+
+impl SigningKeys {
+    /// DST-31a: `webhook-id` (the outbox id, stable across attempts), `webhook-timestamp`
+    /// (this attempt's time, in seconds) and `webhook-signature` over `id.timestamp.body`.
+    fn headers(&self, message: &OutgoingMessage) -> Option<[(&'static str, String); 3]> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let id = message.id.to_string();
+        let timestamp = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs() as i64);
+        let signature =
+            standard_webhooks::header_value(&self.0, &id, timestamp, message.payload.as_bytes());
+        Some([
+            ("webhook-id", id),
+            ("webhook-timestamp", timestamp.to_string()),
+            ("webhook-signature", signature),
+        ])
+    }
 }
 
 impl HttpDestination {
@@ -191,6 +221,14 @@ impl HttpDestination {
                 })
             }
         };
+        let signing = settings
+            .signing
+            .iter()
+            .map(|secret| standard_webhooks::key(secret.expose()))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| DestinationError::SigningSecret {
+                destination: name.clone(),
+            })?;
         Ok(Self {
             name,
             url,
@@ -199,6 +237,7 @@ impl HttpDestination {
             client,
             static_headers: settings.static_headers,
             auth,
+            signing: SigningKeys(signing),
             metrics: shared.metrics.clone(),
         })
     }
@@ -337,6 +376,14 @@ impl HttpDestination {
                 value.set_sensitive(true);
             }
             map.insert(header, value);
+        }
+        // DST-31a: the signature covers exactly these values, so they win over any row or
+        // static header of the same name.
+        if let Some(signed) = self.signing.headers(message) {
+            for (name, value) in signed {
+                let value = HeaderValue::from_str(&value).map_err(|_| name.to_owned())?;
+                map.insert(HeaderName::from_static(name), value);
+            }
         }
         if !assembled.contains("user-agent") {
             map.insert(

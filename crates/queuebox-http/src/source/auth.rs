@@ -1,5 +1,6 @@
 //! Inbound authentication of an HTTP source on the raw body bytes (INB-14..20, OPS-15/16):
-//! bearer token, API key, HMAC signature. Every secret comparison is constant-time (SEC-8).
+//! bearer token, API key, HMAC signature, and the senders' own formats (`presets`). Every
+//! secret comparison is constant-time (SEC-8).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -10,6 +11,8 @@ use queuebox_core::Secret;
 use sha1::Sha1;
 use sha2::{Digest, Sha256, Sha512};
 
+pub(crate) use super::presets::PresetCheck;
+
 /// Below this a timestamp counts in seconds, from it on in milliseconds (INB-19).
 const MILLIS_FROM: i64 = 100_000_000_000;
 
@@ -18,7 +21,7 @@ const MILLIS_FROM: i64 = 100_000_000_000;
 pub(crate) struct AuthFailure(pub(crate) String);
 
 impl AuthFailure {
-    fn new(text: &str) -> Self {
+    pub(super) fn new(text: &str) -> Self {
         Self(text.to_owned())
     }
 }
@@ -38,11 +41,13 @@ pub(crate) enum Authenticator {
         key_digest: [u8; 32],
     },
     Hmac(Box<HmacCheck>),
+    Preset(Box<PresetCheck>),
 }
 
 #[derive(Debug)]
 pub(crate) struct HmacCheck {
-    secret: Secret,
+    /// Several during a rotation; a signature made with any of them passes (INB-17).
+    secrets: Vec<Secret>,
     header: HeaderName,
     display: String,
     algorithm: HmacAlgorithm,
@@ -60,6 +65,8 @@ pub enum AuthConfigError {
     HeaderName(String),
     #[error("signaturePayloadFormat TIMESTAMP_DOT_BODY needs timestampHeader")]
     TimestampDotBodyWithoutHeader,
+    #[error("secret of type standard-webhooks is not base64 (with or without the whsec_ prefix)")]
+    StandardWebhooksSecret,
 }
 
 pub(crate) fn header_name(name: &str) -> Result<HeaderName, AuthConfigError> {
@@ -80,6 +87,9 @@ impl Authenticator {
                 key_digest: sha256(key.expose().as_bytes()),
             },
             Some(InboundAuth::Hmac(hmac)) => Self::Hmac(Box::new(HmacCheck::from_config(hmac)?)),
+            Some(InboundAuth::Preset(preset)) => {
+                Self::Preset(Box::new(PresetCheck::from_config(preset)?))
+            }
         })
     }
 
@@ -109,6 +119,7 @@ impl Authenticator {
                 }
             }
             Self::Hmac(check) => check.check(headers, body, now_ms()),
+            Self::Preset(check) => check.check(headers, body, now_ms()),
         }
     }
 }
@@ -125,7 +136,7 @@ impl HmacCheck {
             return Err(AuthConfigError::TimestampDotBodyWithoutHeader);
         }
         Ok(Self {
-            secret: hmac.secret.clone(),
+            secrets: hmac.secrets.clone(),
             header: header_name_of(&hmac.header_name)?,
             display: hmac.header_name.as_str().to_owned(),
             algorithm: hmac.algorithm,
@@ -162,14 +173,19 @@ impl HmacCheck {
             SignaturePayloadFormat::Body => None,
             SignaturePayloadFormat::TimestampDotBody => timestamp,
         };
-        let mut expected = self.prefix.clone();
-        expected.push_str(&hex_hmac(
-            self.algorithm,
-            self.secret.expose().as_bytes(),
-            signed_timestamp,
-            body,
-        ));
-        if digest_eq(signature.trim_ascii(), &sha256(expected.as_bytes())) {
+        let presented = signature.trim_ascii();
+        // Every secret is tried, so the time does not tell which one matched.
+        let matched = self.secrets.iter().fold(false, |matched, secret| {
+            let mut expected = self.prefix.clone();
+            expected.push_str(&hex_hmac(
+                self.algorithm,
+                secret.expose().as_bytes(),
+                signed_timestamp,
+                body,
+            ));
+            digest_eq(presented, &sha256(expected.as_bytes())) | matched
+        });
+        if matched {
             Ok(())
         } else {
             Err(AuthFailure::new("Invalid signature"))
@@ -206,7 +222,7 @@ fn bearer_credentials(value: &[u8]) -> Option<&[u8]> {
 }
 
 /// INB-19: a decimal integer, optionally negative.
-fn parse_integer(raw: &[u8]) -> Option<i64> {
+pub(super) fn parse_integer(raw: &[u8]) -> Option<i64> {
     let digits = raw.strip_prefix(b"-").unwrap_or(raw);
     if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
         return None;
@@ -216,7 +232,7 @@ fn parse_integer(raw: &[u8]) -> Option<i64> {
 
 /// INB-19: seconds below 100000000000, else milliseconds; too old or too new when
 /// |now − timestamp| > tolerance.
-fn within_tolerance(timestamp: i64, now_ms: i64, tolerance_ms: u64) -> bool {
+pub(super) fn within_tolerance(timestamp: i64, now_ms: i64, tolerance_ms: u64) -> bool {
     let timestamp_ms = if timestamp < MILLIS_FROM {
         i128::from(timestamp) * 1000
     } else {
@@ -234,7 +250,7 @@ fn now_ms() -> i64 {
 
 /// The last value of a header: a repeated header counts with its last value, as stored
 /// (INB-24).
-fn last<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h [u8]> {
+pub(super) fn last<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h [u8]> {
     headers
         .get_all(name)
         .iter()
@@ -242,14 +258,14 @@ fn last<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h [u8]> {
         .map(|v| v.as_bytes())
 }
 
-fn sha256(bytes: &[u8]) -> [u8; 32] {
+pub(super) fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
 /// SEC-8: compares the SHA-256 digest of the presented value with the expected digest, over
 /// all 32 bytes whatever differs, so neither the content nor the length of the secret shows
 /// in the timing.
-fn digest_eq(presented: &[u8], expected: &[u8; 32]) -> bool {
+pub(super) fn digest_eq(presented: &[u8], expected: &[u8; 32]) -> bool {
     let presented = sha256(presented);
     let difference = presented
         .iter()

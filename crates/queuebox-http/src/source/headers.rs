@@ -17,10 +17,14 @@ pub(crate) struct HeaderPolicy {
 }
 
 impl HeaderPolicy {
-    /// `credential` is the `headerName` of the source's `api-key` or `hmac` auth.
-    pub(crate) fn new(credential: Option<&HeaderName>) -> Self {
+    /// `credentials` are the headers the source's auth reads its key or signature from.
+    pub(crate) fn new(credentials: &[HeaderName]) -> Self {
         let mut withheld: Vec<String> = ALWAYS_WITHHELD.iter().map(|&n| n.to_owned()).collect();
-        withheld.extend(credential.map(|name| name.as_str().to_ascii_lowercase()));
+        withheld.extend(
+            credentials
+                .iter()
+                .map(|name| name.as_str().to_ascii_lowercase()),
+        );
         Self { withheld }
     }
 
@@ -53,8 +57,11 @@ mod tests {
     use axum::http::HeaderValue;
 
     fn policy(credential: Option<&str>) -> HeaderPolicy {
-        let credential = credential.map(|c| HeaderName::parse(c).unwrap());
-        HeaderPolicy::new(credential.as_ref())
+        let credential: Vec<HeaderName> = credential
+            .map(|c| HeaderName::parse(c).unwrap())
+            .into_iter()
+            .collect();
+        HeaderPolicy::new(&credential)
     }
 
     #[test]

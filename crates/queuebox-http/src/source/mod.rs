@@ -32,6 +32,7 @@ mod body;
 pub mod correlation;
 mod handler;
 mod headers;
+mod presets;
 mod rate;
 mod respond;
 mod route;

@@ -49,7 +49,13 @@ impl HttpSourceRoute {
             name: SourceName::new(source.name.clone()),
             route: http.route.clone(),
             auth,
-            headers: HeaderPolicy::new(http.auth.as_ref().and_then(|a| a.credential_header())),
+            headers: HeaderPolicy::new(
+                &http
+                    .auth
+                    .as_ref()
+                    .map(|a| a.credential_headers())
+                    .unwrap_or_default(),
+            ),
             rate_limit: source
                 .rate_limit
                 .map(|limit| TokenBucket::per_minute(limit.requests_per_minute)),
