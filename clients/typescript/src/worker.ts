@@ -6,7 +6,7 @@ import type { InboxMessage, JsonValue } from './message.js';
 import { resolveOptions, type ResolvedOptions, type WorkerOptions } from './options.js';
 import { clampMs, type FailureAction } from './policy.js';
 import { redactedErrorText } from './redact.js';
-import { renderPostgresql, type RenderedStatements } from './sql.js';
+import { bind, renderDialect, type DialectStatements } from './sql.js';
 
 /**
  * The application's handler. It runs inside the handler transaction: write through `tx` and
@@ -72,7 +72,8 @@ class Sleeper {
  */
 export class InboxWorker {
   private readonly o: ResolvedOptions;
-  private readonly sql: RenderedStatements;
+  private readonly sql: DialectStatements;
+  private readonly dialect: 'postgresql' | 'mysql' | 'sqlite';
   private stopping = false;
   private graceExpired = false;
   private running: Promise<void> | undefined;
@@ -86,11 +87,24 @@ export class InboxWorker {
     private readonly handler: InboxHandler,
   ) {
     this.o = resolveOptions(options);
-    if (this.o.dialect !== 'postgresql') {
-      throw new Error(`The dialect ${this.o.dialect} is not supported by this version of the client yet.`);
+    // The dialect option, or the connection source's when the option is not given.
+    const dialect = options.dialect ?? connections.dialect ?? 'postgresql';
+    if (connections.dialect !== undefined && connections.dialect !== dialect) {
+      throw new Error(`The dialect ${dialect} does not match the connection source, which is ${connections.dialect}.`);
+    }
+    if (dialect !== 'postgresql' && dialect !== 'mysql' && dialect !== 'sqlite') {
+      throw new Error(`The dialect ${dialect} is not supported by this version of the client yet.`);
     }
     if (typeof handler !== 'function') throw new TypeError('The handler must be a function.');
-    this.sql = renderPostgresql(this.o.names);
+    this.dialect = dialect;
+    this.o.dialect = dialect;
+    if (dialect === 'sqlite') {
+      // One row at a time: SQLite's single write lock would make a second claimed row wait for
+      // the first row's handler (PULL-28).
+      this.o.batchSize = 1;
+      this.o.maxConcurrency = 1;
+    }
+    this.sql = renderDialect(dialect, this.o.names);
   }
 
   /**
@@ -178,16 +192,20 @@ export class InboxWorker {
     const conn = await this.connections.connect('claim');
     let broken = false;
     let rows: Record<string, unknown>[];
+    const batch = this.o.batchSize;
+    const values = { source: this.o.source, batch, lease_ms: clampMs(this.o.leaseMs), cand_limit: candLimit(batch), token };
+    const timeout = { timeoutMs: CLAIM_TIMEOUT_MS, jsonText: true };
     try {
-      await conn.begin();
-      const batch = this.o.batchSize;
-      const result = await conn.query(
-        this.sql.claim,
-        [this.o.source, batch, clampMs(this.o.leaseMs), candLimit(batch), token],
-        { timeoutMs: CLAIM_TIMEOUT_MS },
-      );
-      await conn.commit();
-      rows = result.rows;
+      if (this.sql.mysql) {
+        rows = await this.claimMysql(conn, values);
+      } else {
+        // SQLite's adapter begins with BEGIN IMMEDIATE: the write lock for the claim (§5.4).
+        await conn.begin();
+        const { text, params } = bind(this.sql.claim, values);
+        const result = await conn.query(text, params, timeout);
+        await conn.commit();
+        rows = result.rows;
+      }
     } catch (error) {
       broken = true;
       throw error;
@@ -206,6 +224,37 @@ export class InboxWorker {
     return claimed;
   }
 
+  /**
+   * The seven steps of pull.md §5.3 on one connection. A failure once the lock is held throws,
+   * and the caller then releases the connection as broken (closed, not pooled), which releases
+   * the named lock (PULL-20).
+   */
+  private async claimMysql(conn: InboxConnection, values: Record<string, unknown>): Promise<Record<string, unknown>[]> {
+    const m = this.sql.mysql!;
+    const timeout = { timeoutMs: CLAIM_TIMEOUT_MS, jsonText: true };
+    const lock = bind(m.lock, values);
+    const locked = await conn.query(lock.text, lock.params, timeout);
+    const got = locked.rows[0] === undefined ? undefined : Object.values(locked.rows[0])[0];
+    if (Number(got) !== 1 || got === null) {
+      throw new Error('inbox pull claim: GET_LOCK did not acquire the per-source claim lock');
+    }
+    await conn.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED', [], timeout);
+    await conn.begin();
+    const select = bind(this.sql.claim, values);
+    const ids = (await conn.query(select.text, select.params, timeout)).rows.map((r) => Object.values(r)[0]);
+    let rows: Record<string, unknown>[] = [];
+    if (ids.length > 0) {
+      const update = bind(m.update, values, ids);
+      await conn.query(update.text, update.params, timeout);
+      const fetch = bind(m.fetch, values, ids);
+      rows = (await conn.query(fetch.text, fetch.params, timeout)).rows;
+    }
+    await conn.commit();
+    const unlock = bind(m.unlock, values);
+    await conn.query(unlock.text, unlock.params, timeout);
+    return rows;
+  }
+
   private toClaimed(row: Record<string, unknown>, token: string): Claimed {
     const n = this.o.names;
     const message: InboxMessage = Object.freeze({
@@ -214,10 +263,10 @@ export class InboxWorker {
       idempotencyKey: String(row[n.idempotency_key]),
       aggregateId: nullableText(row[n.aggregate_id]),
       eventType: nullableText(row[n.event_type]),
-      payload: parsePayload(row[n.payload]),
+      payload: parsePayload(row[n.payload], this.dialect),
       attempt: Number(row[n.attempt]),
       correlationId: nullableText(row[n.correlation_id]),
-      headers: Object.freeze(toHeaders(row[n.headers])),
+      headers: Object.freeze(toHeaders(this.dialect === 'postgresql' ? row[n.headers] : parseJsonText(row[n.headers]))),
       createdAt: toDate(row[n.created_at]),
     });
     return {
@@ -237,13 +286,17 @@ export class InboxWorker {
    * one stop function per row; stopping a row waits for its renewal statement in flight.
    */
   private startRenewal(batch: Claimed[]): void {
+    // No renewal on SQLite: while the handler transaction holds the write lock no other
+    // connection can take the row or renew it (PULL-28, PULL-39).
+    if (this.dialect === 'sqlite') return;
     const active = new Set(batch);
     const sleeper = new Sleeper();
     const interval = renewalIntervalMs(this.o.leaseMs);
     let current: { row: Claimed; done: Promise<void> } | undefined;
     const renewOne = async (conn: InboxConnection, c: Claimed): Promise<void> => {
       try {
-        const result = await conn.query(this.sql.renew, [clampMs(this.o.leaseMs), c.message.id, c.token]);
+        const renew = bind(this.sql.renew, { lease_ms: clampMs(this.o.leaseMs), id: c.message.id, token: c.token });
+        const result = await conn.query(renew.text, renew.params);
         if (result.rowCount !== 1) {
           active.delete(c);
           c.lost = true;
@@ -395,7 +448,8 @@ export class InboxWorker {
       }
       // Success: Complete inside the handler transaction, under the fence.
       else try {
-        const result = await conn.query(this.sql.complete, [m.id, c.token]);
+        const complete = bind(this.sql.complete, { id: m.id, token: c.token });
+        const result = await conn.query(complete.text, complete.params);
         if (result.rowCount === 1) {
           await conn.commit();
           this.log('debug', 'The message was processed.', this.fields(m));
@@ -435,10 +489,11 @@ export class InboxWorker {
     let broken = false;
     try {
       conn = await this.connections.connect('failure');
-      const result =
+      const write =
         action.kind === 'retry'
-          ? await conn.query(this.sql.retry, [clampMs(action.delayMs), text, m.id, c.token])
-          : await conn.query(this.sql.dead, [text, m.id, c.token]);
+          ? bind(this.sql.retry, { delay_ms: clampMs(action.delayMs), error: text, id: m.id, token: c.token })
+          : bind(this.sql.dead, { error: text, id: m.id, token: c.token });
+      const result = await conn.query(write.text, write.params);
       const fields = this.fields(m);
       fields.error = text;
       if (result.rowCount !== 1) {
@@ -471,9 +526,17 @@ function toDate(v: unknown): Date {
   return v instanceof Date ? v : new Date(String(v));
 }
 
-function parsePayload(v: unknown): JsonValue {
-  // PostgreSQL's jsonb arrives parsed by the driver: taken as is (PULL-55).
+function parsePayload(v: unknown, dialect: string): JsonValue {
+  // PostgreSQL's jsonb arrives parsed by the driver: taken as is. SQLite and MySQL/MariaDB give
+  // JSON text (the MySQL adapter keeps JSON columns as text), which is parsed (PULL-55).
+  if (dialect !== 'postgresql') return parseJsonText(v) as JsonValue;
   return (v === undefined ? null : v) as JsonValue;
+}
+
+function parseJsonText(v: unknown): unknown {
+  if (typeof v === 'string') return JSON.parse(v);
+  if (Buffer.isBuffer(v)) return JSON.parse(v.toString('utf8'));
+  return v === undefined ? null : v;
 }
 
 function toHeaders(v: unknown): Record<string, string> {

@@ -90,9 +90,9 @@ test('PULL-C29 Rendered SQL equals the canonical text', () => {
   const renderedMapped = renderPostgresql(mapped);
   for (const name of Object.keys(PARAMETERS) as StatementName[]) {
     // The embedded text is exactly the contract file (no drift).
-    assert.equal(CONTRACT_SQL.postgresql[name], contractFile(`postgresql/${name}.sql`), `${name}: embedded copy is stale`);
+    assert.equal(CONTRACT_SQL.postgresql![name]!, contractFile(`postgresql/${name}.sql`), `${name}: embedded copy is stale`);
     // Default names, :name form equals pull.md §5.1.
-    assert.equal(norm(renderNames(CONTRACT_SQL.postgresql[name], DEFAULT_NAMES)), norm(canonical[name]), name);
+    assert.equal(norm(renderNames(CONTRACT_SQL.postgresql![name]!, DEFAULT_NAMES)), norm(canonical[name]), name);
     // Rendered with $n equals the canonical text with $n.
     assert.equal(norm(renderedDefault[name]), norm(renderPgParameters(canonical[name], PARAMETERS[name])), name);
     // Mapped names: the canonical text with every quoted name substituted.
