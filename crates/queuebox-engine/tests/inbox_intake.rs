@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use queuebox_core::intake::{IntakeOutcome, StoredState};
+use queuebox_core::intake::{IntakeOutcome, Refusal, StoredState};
 use queuebox_engine::intake::writer::{IntakeWriter, WriterHandle, WriterSettings};
 use queuebox_store::{Consumption, InsertOutcome, NewInboxRow, Schedule, Store, StoreError};
 use queuebox_telemetry::{InboxStatus, Metrics};
@@ -225,7 +225,8 @@ async fn a_row_the_database_refuses_fails_alone_and_its_batch_is_stored() {
         let (key, outcome) = call.await.unwrap();
         if key == "poison" {
             match outcome {
-                IntakeOutcome::StorageFailed { reason } => {
+                // Issue 17 defect 7: refused for good (a 4xx), not a failure to retry.
+                IntakeOutcome::Refused(Refusal::DataRejected { reason }) => {
                     assert!(
                         reason.contains("storing inbox rows")
                             && reason.contains("unsupported Unicode escape sequence"),
