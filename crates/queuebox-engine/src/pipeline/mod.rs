@@ -140,7 +140,6 @@ impl SourcePipeline {
         } else {
             steps([header(&event_type), paths(&event_type)])
         };
-        let mut key = key;
         let mut aggregate_id = aggregate_id;
         let mut event_type = event_type;
         // The header leads the chain for every HTTP attribute and for a broker's key; a broker's
