@@ -335,7 +335,7 @@ pub(crate) fn identifier(cx: &mut Cx<'_>, path: &str, node: &Node) -> Option<Sql
 pub(crate) fn expression(cx: &mut Cx<'_>, path: &str, node: &Node) -> Option<String> {
     let text = non_blank(cx, path, node)?;
     if let Err(reason) = queuebox_transform::check(&text) {
-        cx.error_at(path, node, &format!("does not compile: {reason}"));
+        cx.error_at(path, node, format!("does not compile: {reason}"));
         return None;
     }
     Some(text)

@@ -71,6 +71,9 @@ pub fn correlation_id(message_id: Uuid, headers: &[(String, String)]) -> String 
 }
 
 /// What the poller does with a row it just claimed.
+// `Publish` is the common case and moves into the dispatcher's queue; boxing it would add an
+// allocation per row to save stack space on the rare `Dead`.
+#[allow(clippy::large_enum_variant)]
 pub enum Prepared {
     /// OUT-7 / OUT-23: `dead` at once with `attempt` unchanged, no delivery.
     Dead { write: TerminalWrite, log: RowLog },

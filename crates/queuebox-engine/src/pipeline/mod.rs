@@ -126,7 +126,7 @@ impl SourcePipeline {
         if broker {
             key.extend([Step::ProtocolId, Step::Digest]);
         }
-        let aggregate_id = if broker {
+        let mut aggregate_id = if broker {
             let mut steps = steps([paths(&aggregate_id), header(&aggregate_id)]);
             if protocol == IntakeProtocol::Kafka {
                 steps.push(Step::ProtocolId); // the record key
@@ -135,14 +135,11 @@ impl SourcePipeline {
         } else {
             steps([header(&aggregate_id), paths(&aggregate_id)])
         };
-        let event_type = if broker {
+        let mut event_type = if broker {
             steps([paths(&event_type), header(&event_type)])
         } else {
             steps([header(&event_type), paths(&event_type)])
         };
-        let mut key = key;
-        let mut aggregate_id = aggregate_id;
-        let mut event_type = event_type;
         // The header leads the chain for every HTTP attribute and for a broker's key; a broker's
         // aggregate id and event type start with the expression (TRF-26).
         insert_expression(&mut key, KEY, &expressions.idempotency_key, true);
