@@ -11,7 +11,8 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-target="${CARGO_TARGET_DIR:-$root/target}"
+# The target directory of ~/.cargo/config.toml and scripts/test.sh.
+target="${CARGO_TARGET_DIR:-$HOME/.cache/queuebox/target}"
 pg_url="${QUEUEBOX_BENCH_PG_URL:-postgres://postgres@127.0.0.1:5432/test}"
 rows=20000 seconds=10 connections=32
 while [[ $# -gt 0 ]]; do
@@ -106,7 +107,7 @@ drain() { # label, route transform
             'id', 'o-' || n, 'customer', json_build_object('name', 'Ada ' || n, 'email', 'ADA' || n || '@EXAMPLE.COM'),
             'address', json_build_object('country', 'de'),
             'lines', json_build_array(json_build_object('qty', 2, 'price', 3), json_build_object('qty', 1, 'price', n % 100)),
-            'currency', 'EUR', 'shipping', CASE WHEN n % 2 = 0 THEN 'express' ELSE 'standard' END)::text
+            'currency', 'EUR', 'shipping', CASE WHEN n % 2 = 0 THEN 'express' ELSE 'standard' END)::jsonb
         FROM generate_series(1, $rows) AS n" >/dev/null
     "$receiver" --out "$work/$1.csv" --expect "$rows" >"$work/$1.port" 2>"$work/$1.receiver.log" &
     local rpid=$!

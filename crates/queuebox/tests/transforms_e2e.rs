@@ -342,7 +342,7 @@ async fn trf_17_outbox_strategies_on_a_runaway_expression() {
     let dests = format!(
         "  skipper:\n    type: http\n    baseUrl: {}\n    path: /skipper\n{}",
         receiver.url(),
-        runaway("Skip").replace("\n    ", "\n    ")
+        runaway("Skip")
     );
     let routes = format!(
         "  - topicPattern: skip.route\n    destination: plain\n{}\

@@ -71,8 +71,8 @@ pub fn correlation_id(message_id: Uuid, headers: &[(String, String)]) -> String 
 }
 
 /// What the poller does with a row it just claimed.
-// `Publish` is the common case and lives for one claim only; boxing its parts would add an
-// allocation per row to spare stack space in the rare `Dead` case.
+// `Publish` is the common case and moves into the dispatcher's queue; boxing it would add an
+// allocation per row to save stack space on the rare `Dead`.
 #[allow(clippy::large_enum_variant)]
 pub enum Prepared {
     /// OUT-7 / OUT-23: `dead` at once with `attempt` unchanged, no delivery.
@@ -318,8 +318,7 @@ mod tests {
         );
         let failed = || Outcome::Failed {
             reason: "token=abc123 refused".into(),
-            // Above the 2.25 s backoff of the second failure, so it sets the delay.
-            retry_after: Some(Duration::from_secs(3)),
+            retry_after: Some(Duration::from_secs(2)),
         };
         let TerminalWrite::Retry {
             attempt,
@@ -330,7 +329,7 @@ mod tests {
         else {
             panic!("expected a retry")
         };
-        assert_eq!((attempt, delay), (2, Duration::from_secs(3)));
+        assert_eq!((attempt, delay), (2, Duration::from_secs(2)));
         assert!(!error.contains("abc123"), "{error}");
         assert!(matches!(
             terminal_write(claim, 2, 3, failed(), &policy, 0.5),

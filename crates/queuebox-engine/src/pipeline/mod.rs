@@ -126,7 +126,7 @@ impl SourcePipeline {
         if broker {
             key.extend([Step::ProtocolId, Step::Digest]);
         }
-        let aggregate_id = if broker {
+        let mut aggregate_id = if broker {
             let mut steps = steps([paths(&aggregate_id), header(&aggregate_id)]);
             if protocol == IntakeProtocol::Kafka {
                 steps.push(Step::ProtocolId); // the record key
@@ -135,13 +135,11 @@ impl SourcePipeline {
         } else {
             steps([header(&aggregate_id), paths(&aggregate_id)])
         };
-        let event_type = if broker {
+        let mut event_type = if broker {
             steps([paths(&event_type), header(&event_type)])
         } else {
             steps([header(&event_type), paths(&event_type)])
         };
-        let mut aggregate_id = aggregate_id;
-        let mut event_type = event_type;
         // The header leads the chain for every HTTP attribute and for a broker's key; a broker's
         // aggregate id and event type start with the expression (TRF-26).
         insert_expression(&mut key, KEY, &expressions.idempotency_key, true);
@@ -237,9 +235,7 @@ impl SourcePipeline {
         }
         // JSON whatever the content type; an empty body is not JSON. serde_json checks UTF-8
         // as well, so the text conversion cannot fail after a successful parse.
-        let parsed = serde_json::from_slice::<Value>(&body);
-        let limit = parsed.as_ref().err().and_then(json_limit);
-        let parsed = parsed
+        let parsed = serde_json::from_slice::<Value>(&body)
             .ok()
             .zip(std::str::from_utf8(&body).ok().map(str::to_owned));
         let key_results = match &parsed {
@@ -262,11 +258,7 @@ impl SourcePipeline {
                 "The body is not JSON"
             );
             if !self.protocol.is_broker() {
-                let refusal = match limit {
-                    Some(limit) => Refusal::JsonLimit { limit },
-                    None => Refusal::InvalidJson,
-                };
-                return Admission::Settle(IntakeOutcome::Refused(refusal));
+                return Admission::Settle(IntakeOutcome::Refused(Refusal::InvalidJson));
             }
             // INB-56: stored dead, with the attributes of the steps that need no JSON body,
             // due at once (INB-45); the transform does not run.
@@ -419,19 +411,5 @@ pub(crate) fn dead_row_rejection(row: &NewInboxRow) -> RejectionReason {
         RejectionReason::ExtractionFailed
     } else {
         RejectionReason::TransformFailed
-    }
-}
-
-/// Which limit of the JSON parser a body that failed to parse hit, if it was one (issue 17
-/// defect 7): the sender then learns that its JSON is valid but unsupported, and why.
-/// serde_json names both in its message; every other failure is invalid JSON.
-fn json_limit(err: &serde_json::Error) -> Option<&'static str> {
-    let text = err.to_string();
-    if text.starts_with("recursion limit exceeded") {
-        Some("nested deeper than 128 levels")
-    } else if text.starts_with("number out of range") {
-        Some("a number beyond the range of a 64-bit float")
-    } else {
-        None
     }
 }
