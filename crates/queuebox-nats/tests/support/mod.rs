@@ -240,6 +240,7 @@ pub fn config(yaml: &str) -> Config {
     let loaded = load(&LoadOptions {
         config_path: Some(file),
         env: Vec::new(),
+        not_utf8: Vec::new(),
         cwd: dir.clone(),
         etc_path: dir.join("etc.yml"),
     });
