@@ -7,7 +7,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::pg::TestSchema;
-use support::process::{Scratch, log_messages, queuebox, stderr};
+use support::process::{Scratch, queuebox, stderr};
 use support::receiver::{Receiver, Reply};
 use support::service::{Answer, Service, http_post};
 
