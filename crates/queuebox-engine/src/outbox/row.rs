@@ -318,7 +318,8 @@ mod tests {
         );
         let failed = || Outcome::Failed {
             reason: "token=abc123 refused".into(),
-            retry_after: Some(Duration::from_secs(2)),
+            // Above the 2.25 s backoff of the second failure, so it sets the delay.
+            retry_after: Some(Duration::from_secs(3)),
         };
         let TerminalWrite::Retry {
             attempt,
@@ -329,7 +330,7 @@ mod tests {
         else {
             panic!("expected a retry")
         };
-        assert_eq!((attempt, delay), (2, Duration::from_secs(2)));
+        assert_eq!((attempt, delay), (2, Duration::from_secs(3)));
         assert!(!error.contains("abc123"), "{error}");
         assert!(matches!(
             terminal_write(claim, 2, 3, failed(), &policy, 0.5),

@@ -235,7 +235,9 @@ impl SourcePipeline {
         }
         // JSON whatever the content type; an empty body is not JSON. serde_json checks UTF-8
         // as well, so the text conversion cannot fail after a successful parse.
-        let parsed = serde_json::from_slice::<Value>(&body)
+        let parsed = serde_json::from_slice::<Value>(&body);
+        let limit = parsed.as_ref().err().and_then(json_limit);
+        let parsed = parsed
             .ok()
             .zip(std::str::from_utf8(&body).ok().map(str::to_owned));
         let key_results = match &parsed {
@@ -258,7 +260,11 @@ impl SourcePipeline {
                 "The body is not JSON"
             );
             if !self.protocol.is_broker() {
-                return Admission::Settle(IntakeOutcome::Refused(Refusal::InvalidJson));
+                let refusal = match limit {
+                    Some(limit) => Refusal::JsonLimit { limit },
+                    None => Refusal::InvalidJson,
+                };
+                return Admission::Settle(IntakeOutcome::Refused(refusal));
             }
             // INB-56: stored dead, with the attributes of the steps that need no JSON body,
             // due at once (INB-45); the transform does not run.
@@ -411,5 +417,19 @@ pub(crate) fn dead_row_rejection(row: &NewInboxRow) -> RejectionReason {
         RejectionReason::ExtractionFailed
     } else {
         RejectionReason::TransformFailed
+    }
+}
+
+/// Which limit of the JSON parser a body that failed to parse hit, if it was one (issue 17
+/// defect 7): the sender then learns that its JSON is valid but unsupported, and why.
+/// serde_json names both in its message; every other failure is invalid JSON.
+fn json_limit(err: &serde_json::Error) -> Option<&'static str> {
+    let text = err.to_string();
+    if text.starts_with("recursion limit exceeded") {
+        Some("nested deeper than 128 levels")
+    } else if text.starts_with("number out of range") {
+        Some("a number beyond the range of a 64-bit float")
+    } else {
+        None
     }
 }
