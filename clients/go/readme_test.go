@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// readmeBlock returns the one fenced block of the given language in README.md.
+// readmeBlock returns the first fenced block of the given language in README.md.
 func readmeBlock(t *testing.T, lang string) string {
 	t.Helper()
 	readme, err := os.ReadFile("README.md")
@@ -19,8 +19,10 @@ func readmeBlock(t *testing.T, lang string) string {
 		t.Fatal(err)
 	}
 	blocks := regexp.MustCompile("(?s)```"+lang+"\n(.*?)```").FindAllStringSubmatch(string(readme), -1)
-	if len(blocks) != 1 {
-		t.Fatalf("README.md has %d %s blocks, want exactly one", len(blocks), lang)
+	// The first block is the complete example; later ones (the SQLite and MySQL/MariaDB
+	// section) are fragments of it.
+	if len(blocks) == 0 {
+		t.Fatalf("README.md has no %s block", lang)
 	}
 	return blocks[0][1]
 }
