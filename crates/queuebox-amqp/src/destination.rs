@@ -311,14 +311,16 @@ fn exchange_kind(kind: ExchangeType) -> ExchangeKind {
     }
 }
 
-/// A template field of the row (DST-13); `{{ payload.… }}` reads the stored payload (DST-15).
+/// A template field of the row (DST-13); `{{ payload.… }}` reads the stored payload, never the
+/// output of a transform (DST-15, TRF-8).
 fn field_value(message: &OutgoingMessage, field: &TemplateField) -> Option<String> {
     match field {
         TemplateField::Topic => Some(message.topic.clone()),
         TemplateField::Key => message.key.clone().filter(|k| !k.is_empty()),
         TemplateField::AggregateType => message.aggregate_type.clone().filter(|a| !a.is_empty()),
         TemplateField::Payload(path) => {
-            let payload: serde_json::Value = serde_json::from_str(&message.payload).ok()?;
+            let payload: serde_json::Value =
+                serde_json::from_str(message.template_payload()).ok()?;
             payload_field(&payload, path)
         }
         // Not a destination field: the config crate refuses it at start.
@@ -387,4 +389,54 @@ impl Destination for RoutedRabbitmq {
 
     /// The destination itself is closed once, from the list of destinations.
     async fn close(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use queuebox_core::template::TemplateFields;
+    use uuid::Uuid;
+
+    fn render(text: &str, message: &OutgoingMessage) -> String {
+        Template::parse(text, TemplateFields::Destination)
+            .unwrap()
+            .render("?", |field| field_value(message, field))
+    }
+
+    /// TRF-33: each name renders its row value; `key` and `aggregateType` are missing when NULL
+    /// or empty; `payload.…` and `data.…` read the stored payload, never a transform's output
+    /// (TRF-8).
+    #[test]
+    fn trf_33_each_name_renders_its_row_value_and_payload_reads_the_stored_row() {
+        let mut message = OutgoingMessage {
+            id: Uuid::nil(),
+            topic: "order.created".into(),
+            key: Some("o-1".into()),
+            aggregate_type: Some("order".into()),
+            attempt: 0,
+            headers: vec![],
+            payload: r#"{"region":"us"}"#.into(),
+            stored_payload: Some(r#"{"region":"eu","n":{"x":1}}"#.into()),
+        };
+        assert_eq!(
+            render(
+                "{{topic}}/{{ key }}/{{ aggregateType }}/{{ payload.region }}/{{ data.n }}",
+                &message
+            ),
+            r#"order.created/o-1/order/eu/{"x":1}"#
+        );
+        message.key = Some(String::new());
+        message.aggregate_type = None;
+        assert_eq!(
+            render("{{ key }}|{{ aggregateType }}", &message),
+            "?|?",
+            "an empty key and a NULL aggregate type are missing"
+        );
+        message.stored_payload = None;
+        assert_eq!(
+            render("{{ payload.region }}", &message),
+            "us",
+            "without a transform the payload is the stored one"
+        );
+    }
 }

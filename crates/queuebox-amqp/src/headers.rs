@@ -2,16 +2,15 @@
 //! the headers table of a published message assembled from the row, the destination's static
 //! headers and QueueBox's own (DST-8, DST-9, DST-11).
 
-use std::collections::HashSet;
-
 use base64::Engine;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use queuebox_core::outgoing_headers::{Groups, assemble, is_reserved};
 use queuebox_core::{ReceivedHeaders, Secret};
 
 use crate::error::AmqpConfigError;
 
-/// Reserved for every destination kind (DST-8): only QueueBox sets them.
-const RESERVED: &[&str] = &["x-message-id", "x-topic", "x-attempt", "x-message-key"];
+const X_TOPIC: &str = "x-topic";
+const X_ATTEMPT: &str = "x-attempt";
 
 /// The longest AMQP field name (a short string).
 const MAX_NAME_BYTES: usize = 255;
@@ -133,10 +132,6 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     (year, month, day)
 }
 
-fn is_reserved(name: &str) -> bool {
-    RESERVED.iter().any(|r| r.eq_ignore_ascii_case(name))
-}
-
 /// Why AMQP cannot carry a header name, if it cannot: a field name is a short string.
 fn uncarriable(name: &str) -> Option<&'static str> {
     (name.len() > MAX_NAME_BYTES).then_some("the name is longer than 255 bytes")
@@ -149,7 +144,7 @@ pub(crate) fn check_static(
     statics: &[(String, Secret)],
 ) -> Result<(), AmqpConfigError> {
     for (name, _) in statics {
-        if is_reserved(name) {
+        if is_reserved(name, &[]) {
             return Err(AmqpConfigError::ReservedHeader {
                 destination: destination.to_owned(),
                 header: name.clone(),
@@ -176,49 +171,45 @@ pub(crate) struct Outgoing {
     pub uncarriable_dropped: Vec<String>,
 }
 
-/// DST-9 and DST-11 for `rabbitmq`: `x-topic` (string) and `x-attempt` (32-bit signed
+/// DST-9 and DST-11 for `rabbitmq`, by the precedence every destination kind shares
+/// (`queuebox_core::outgoing_headers`): `x-topic` (string) and `x-attempt` (32-bit signed
 /// integer) first and always; then the row's headers; then the static ones. Per name, in any
-/// letter case, the first group that has it wins, with its spelling. Values are strings.
+/// letter case, the first group that has it wins, with its spelling. Other values are strings.
 pub(crate) fn outgoing(
     topic: &str,
     attempt: i32,
     row: &[(String, String)],
     statics: &[(String, Secret)],
 ) -> Outgoing {
-    let mut out = Outgoing::default();
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut put = |table: &mut FieldTable, name: &str, value: AMQPValue| {
-        if seen.insert(name.to_ascii_lowercase()) {
-            table.insert(ShortString::from(name), value);
-        }
-    };
-    put(
-        &mut out.table,
-        "x-topic",
-        AMQPValue::LongString(LongString::from(topic)),
+    let assembled = assemble(
+        Groups {
+            standard: vec![
+                (X_TOPIC.to_owned(), topic.to_owned()),
+                (X_ATTEMPT.to_owned(), attempt.to_string()),
+            ],
+            row,
+            auth: None,
+            statics,
+        },
+        &[],
+        |name, _| uncarriable(name).is_none(),
     );
-    put(&mut out.table, "x-attempt", AMQPValue::LongInt(attempt));
-    for (name, value) in row {
-        if is_reserved(name) {
-            out.reserved_dropped.push(name.clone());
-        } else if uncarriable(name).is_some() {
-            out.uncarriable_dropped.push(name.clone());
+    let mut table = FieldTable::default();
+    for (name, value) in assembled.headers {
+        // Only the standard group can spell `x-attempt` so: a row header of that name is
+        // reserved (dropped above), a static one stopped the start.
+        let value = if name == X_ATTEMPT {
+            AMQPValue::LongInt(attempt)
         } else {
-            put(
-                &mut out.table,
-                name,
-                AMQPValue::LongString(LongString::from(value.as_str())),
-            );
-        }
+            AMQPValue::LongString(LongString::from(value))
+        };
+        table.insert(ShortString::from(name), value);
     }
-    for (name, value) in statics {
-        put(
-            &mut out.table,
-            name,
-            AMQPValue::LongString(LongString::from(value.expose())),
-        );
+    Outgoing {
+        table,
+        reserved_dropped: assembled.reserved_dropped,
+        uncarriable_dropped: assembled.uncarriable_dropped,
     }
-    out
 }
 
 #[cfg(test)]

@@ -45,6 +45,7 @@ fn message(topic: &str) -> OutgoingMessage {
             ("x-message-id".to_owned(), "forged".to_owned()),
         ],
         payload: r#"{"id":"o-42","region":"eu"}"#.to_owned(),
+        stored_payload: None,
     }
 }
 

@@ -61,8 +61,20 @@ pub struct OutgoingMessage {
     pub attempt: i32,
     /// The row's `headers`, already normalized to text values (OUT-7), in stored order.
     pub headers: Vec<(String, String)>,
-    /// The JSON body to send (DST-7).
+    /// The JSON body to send (DST-7): the stored payload, or the output of the route and
+    /// destination transforms.
     pub payload: String,
+    /// The row's payload as stored, when a transform replaced `payload`; `None` when `payload`
+    /// is the stored one. Templates read it through [`OutgoingMessage::template_payload`] (TRF-8, DST-15).
+    pub stored_payload: Option<String>,
+}
+
+impl OutgoingMessage {
+    /// The payload as stored, before any route or destination transform: what
+    /// `{{ payload.… }}` placeholders read (TRF-8, TRF-33).
+    pub fn template_payload(&self) -> &str {
+        self.stored_payload.as_deref().unwrap_or(&self.payload)
+    }
 }
 
 /// The result of one publish (DST-3). Nothing else leaves a destination.

@@ -24,7 +24,7 @@ pub(crate) fn subject_for(
                         queuebox_core::template::TemplatePart::Field(TemplateField::Payload(_))
                     )
                 })
-                .then(|| serde_json::from_str::<serde_json::Value>(&message.payload).ok())
+                .then(|| serde_json::from_str::<serde_json::Value>(message.template_payload()).ok())
                 .flatten();
             // DST-14: a missing value renders empty in an address template.
             let rendered = template.render("", |field| match field {
@@ -97,6 +97,7 @@ mod tests {
             attempt: 0,
             headers: vec![],
             payload: r#"{"region":"eu","n":{"x":1}}"#.into(),
+            stored_payload: None,
         }
     }
 
@@ -112,6 +113,40 @@ mod tests {
             &message(),
         );
         assert_eq!(subject.as_deref(), Ok("orders.eu.order.created.o-1"));
+    }
+
+    /// TRF-33: each name renders its row value; `key` and `aggregateType` are missing when
+    /// NULL or empty; `payload.…` and `data.…` read the stored payload, not a transform's output
+    /// (TRF-8).
+    #[test]
+    fn trf_33_each_name_renders_its_row_value_and_payload_reads_the_stored_row() {
+        let mut row = message();
+        row.aggregate_type = Some("order".into());
+        row.payload = r#"{"region":"us"}"#.into();
+        row.stored_payload = Some(r#"{"region":"eu","n":{"x":1}}"#.into());
+        let rendered =
+            |text: &str, row: &OutgoingMessage| subject_for("events", &template(text), row);
+        assert_eq!(
+            rendered(
+                "{{topic}}.{{ key }}.{{ aggregateType }}.{{ payload.region }}.{{ data.n.x }}",
+                &row
+            )
+            .as_deref(),
+            Ok("order.created.o-1.order.eu.1")
+        );
+        row.key = Some(String::new());
+        row.aggregate_type = None;
+        assert_eq!(
+            rendered("a{{ key }}{{ aggregateType }}", &row).as_deref(),
+            Ok("a"),
+            "an empty key and a NULL aggregate type are missing"
+        );
+        row.stored_payload = None;
+        assert_eq!(
+            rendered("{{ payload.region }}", &row).as_deref(),
+            Ok("us"),
+            "without a transform the payload is the stored one"
+        );
     }
 
     #[test]

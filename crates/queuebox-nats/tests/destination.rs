@@ -29,6 +29,7 @@ fn row(topic: &str, key: Option<&str>, headers: &[(&str, &str)], payload: &str) 
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect(),
         payload: payload.to_owned(),
+        stored_payload: None,
     }
 }
 

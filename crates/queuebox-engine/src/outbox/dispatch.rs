@@ -271,8 +271,10 @@ async fn transform(job: &Job) -> Result<Option<OutgoingMessage>, Rejected> {
     if !changed {
         return Ok(None);
     }
+    // TRF-8: the templates of the destination still read the payload as stored.
     Ok(Some(OutgoingMessage {
         payload: value.to_string(),
+        stored_payload: Some(message.payload.clone()),
         ..message.clone()
     }))
 }

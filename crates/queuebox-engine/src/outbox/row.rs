@@ -117,6 +117,7 @@ pub fn prepare(row: ClaimedRow, routes: &[Route]) -> Prepared {
         attempt: row.attempt,
         headers,
         payload: row.payload,
+        stored_payload: None,
     };
     Prepared::Publish {
         message,

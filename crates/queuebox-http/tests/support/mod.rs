@@ -200,5 +200,6 @@ pub fn message(payload: &str) -> OutgoingMessage {
         attempt: 0,
         headers: Vec::new(),
         payload: payload.to_owned(),
+        stored_payload: None,
     }
 }
