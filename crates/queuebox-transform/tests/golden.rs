@@ -217,3 +217,47 @@ fn golden_normalize_ignores_layout_only() {
         vec!["{\n\"a\": 1\n}".to_owned(), "a & 'b'".to_owned()]
     );
 }
+
+/// TRF-2: the golden tests pin the behaviour of every construct the documentation and examples
+/// use, the list of TRF-42: each construct has at least one case with an expected JSON result
+/// (not a failure), so an engine change that alters what it gives fails
+/// `trf_42_every_golden_case_gives_its_expected_result`.
+#[test]
+fn trf_2_every_construct_of_trf_42_is_pinned_by_a_golden_result() {
+    let pinned: Vec<String> = cases()
+        .iter()
+        .filter(|c| c["expected"].get("failure").is_none())
+        .map(|c| c["expression"].as_str().unwrap().to_owned())
+        .collect();
+    let constructs: &[(&str, fn(&str) -> bool)] = &[
+        ("paths", |e| e.contains('.') && !e.contains('$')),
+        ("predicates", |e| {
+            e.contains("[") && (e.contains('>') || e.contains('<') || e.contains('='))
+        }),
+        ("object constructor", |e| e.starts_with('{')),
+        ("array constructor", |e| e.starts_with('[')),
+        ("$sum", |e| e.contains("$sum(")),
+        ("$count", |e| e.contains("$count(")),
+        ("$map", |e| e.contains("$map(")),
+        ("$filter", |e| e.contains("$filter(")),
+        ("$merge", |e| e.contains("$merge(")),
+        ("$lookup", |e| e.contains("$lookup(")),
+        ("$split", |e| e.contains("$split(")),
+        ("$string", |e| e.contains("$string(")),
+        ("$uppercase", |e| e.contains("$uppercase(")),
+        ("$now", |e| e.contains("$now()")),
+        ("the ternary operator", |e| {
+            e.contains(" ? ") && e.contains(" : ")
+        }),
+        ("the ~> chain", |e| e.contains("~> $")),
+        ("the transform operator", |e| e.contains("~> |")),
+        ("lambdas", |e| e.contains("function(")),
+        ("variable binding", |e| e.contains(":=")),
+    ];
+    let unpinned: Vec<&str> = constructs
+        .iter()
+        .filter(|(_, uses)| !pinned.iter().any(|e| uses(e)))
+        .map(|(name, _)| *name)
+        .collect();
+    assert!(unpinned.is_empty(), "no golden result pins: {unpinned:?}");
+}
