@@ -923,3 +923,325 @@ routes:
     assert_eq!(service.stop(), Some(0));
     schema.drop().await;
 }
+
+/// TRF-8, TRF-33, TRF-41 ("a templated field is read from the stored payload even when a
+/// transform changes it"): the subject template reads `{{ payload.region }}` from the row as
+/// stored, while the message carries the route transform's output, which has no `region`. Were
+/// the template to read the transformed payload, the subject would have an empty token and the
+/// row would end `dead` (DST-44).
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_8_the_subject_template_reads_the_stored_payload_not_the_transformed_one() {
+    let url = shared_url();
+    let schema = TestSchema::create("nats_trf8").await;
+    let stream = TestStream::create(&url, "e2etrf8");
+    let yaml = format!(
+        r#"database:
+  url: "{db}"
+server:
+  httpPort: 0
+outbox:
+  pollIntervalMs: 50
+  retryBaseDelayMs: 50
+  retryMaxDelayMs: 100
+destinations:
+  events:
+    type: nats
+    servers: {url}
+    subject: "{prefix}.{{{{ payload.region }}}}"
+routes:
+  - topicPattern: "**"
+    destination: events
+    transform:
+      expression: '{{"id": id, "shaped": true}}'
+"#,
+        db = schema.queuebox_url(),
+        prefix = stream.prefix,
+    );
+    let service = Service::start("nats-trf8", &yaml);
+    schema
+        .client()
+        .batch_execute(
+            "INSERT INTO outbox (topic, payload, max_attempts) VALUES ('order.created', '{\"id\": \"o-8\", \"region\": \"eu\"}', 2)",
+        )
+        .await
+        .unwrap();
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM outbox WHERE state IN ('sent', 'dead')",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
+    let state: String = schema
+        .client()
+        .query_one(
+            "SELECT state || ' ' || coalesce(last_error, '') FROM outbox",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(state.trim(), "sent");
+    let stored = stream.messages();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(
+        stored[0]["subject"],
+        stream.subject("eu"),
+        "the stored region"
+    );
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(stored[0]["data"].as_str().unwrap()).unwrap(),
+        serde_json::json!({"id": "o-8", "shaped": true}),
+        "the transformed payload is what is published"
+    );
+    assert_eq!(service.stop(), Some(0));
+    schema.drop().await;
+}
+
+/// TRF-17, TRF-18, TRF-19, TRF-23, TRF-41 for a NATS source: a source transform that fails with
+/// `Fail` stores one `dead` row with the original payload and `Transform failed: …`, and the
+/// message is acknowledged; the same message again is a duplicate that changes nothing; while the
+/// database refuses the insert, the failed store is not acknowledged (JetStream delivers it
+/// again), and once it accepts, the row is stored once and nothing is left pending.
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_41_a_nats_source_transform_failure_is_dead_acked_once_and_unacked_on_a_failed_store() {
+    let url = shared_url();
+    let schema = TestSchema::create("nats_trf41").await;
+    migrate(&schema.queuebox_url());
+    schema
+        .client()
+        .batch_execute(
+            "CREATE TABLE fail_inserts (on_ boolean);
+             CREATE FUNCTION refuse_inbox() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+               IF EXISTS (SELECT 1 FROM fail_inserts) THEN
+                 RAISE EXCEPTION 'the test refuses inbox rows';
+               END IF;
+               RETURN NEW;
+             END $$;
+             CREATE TRIGGER refuse_inbox BEFORE INSERT ON inbox
+               FOR EACH ROW EXECUTE FUNCTION refuse_inbox();",
+        )
+        .await
+        .unwrap();
+    let stream = TestStream::create(&url, "e2etrf41");
+    let service = Service::start(
+        "nats-trf41",
+        &single_source_config(
+            &schema,
+            &url,
+            &stream,
+            "    transform:\n      expression: 'missing.field'\n      onError: Fail\n",
+        ),
+    );
+    // The whole row, every column, so a test can tell that a repeat changed nothing.
+    let row_sql = "SELECT to_jsonb(i)::text FROM inbox i WHERE idempotency_key = 't-1'";
+    py_publish(
+        &url,
+        &[message(
+            stream.subject("n"),
+            r#"{"id": "t-1", "n": 1}"#,
+            &[],
+        )],
+    );
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM inbox",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
+    let first: String = schema
+        .client()
+        .query_one(row_sql, &[])
+        .await
+        .unwrap()
+        .get(0);
+    let row: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(row["state"], "dead", "{first}");
+    assert_eq!(
+        row["payload"],
+        serde_json::json!({"id": "t-1", "n": 1}),
+        "the original payload"
+    );
+    assert_eq!(
+        row["last_error"],
+        "Transform failed: The expression produced no value."
+    );
+    assert_eq!(
+        service.metric("queuebox_inbox_rejections_total{reason=\"transform_failed\"}"),
+        Some(1.0),
+        "TRF-23"
+    );
+    // TRF-19: the same message again is a duplicate; the row stays exactly as it was.
+    py_publish(
+        &url,
+        &[message(
+            stream.subject("n"),
+            r#"{"id": "t-1", "n": 2}"#,
+            &[],
+        )],
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while service.metric("queuebox_inbox_messages_total{status=\"duplicate\"}") != Some(1.0) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the duplicate is counted"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let again: String = schema
+        .client()
+        .query_one(row_sql, &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(again, first, "a repeat never alters the stored row");
+    // TRF-18: storing the dead row fails, so the message is negatively acknowledged.
+    schema
+        .client()
+        .batch_execute("INSERT INTO fail_inserts VALUES (true)")
+        .await
+        .unwrap();
+    py_publish(
+        &url,
+        &[message(stream.subject("n"), r#"{"id": "t-2"}"#, &[])],
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while service
+        .metric("queuebox_inbox_rejections_total{reason=\"storage_failed\"}")
+        .unwrap_or(0.0)
+        < 2.0
+    {
+        assert!(std::time::Instant::now() < deadline, "no redelivery seen");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(count(&schema, "SELECT count(*) FROM inbox").await, 1);
+    schema
+        .client()
+        .batch_execute("DELETE FROM fail_inserts")
+        .await
+        .unwrap();
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM inbox WHERE idempotency_key = 't-2' AND state = 'dead' AND payload = '{\"id\": \"t-2\"}'",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
+    assert_eq!(service.stop(), Some(0));
+    assert_eq!(count(&schema, "SELECT count(*) FROM inbox").await, 2);
+    let info = py(&url, &["consumer-info", &stream.name, "queuebox"]).remove(0);
+    assert_eq!(info["num_ack_pending"], 0, "{info}");
+    assert_eq!(info["num_pending"], 0, "{info}");
+    schema.drop().await;
+}
+
+/// TRF-37: an address that renders empty fails the publish of that row with the DST-18 text on
+/// the normal retry path (`attempt + 1`, then `dead` at `max_attempts`) and publishes nothing;
+/// `subjectFrom` wins over the `subject` template and its column is used verbatim; an empty
+/// column fails the publish with the DST-20 text.
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_37_empty_addresses_fail_on_the_retry_path_and_subject_from_wins() {
+    let url = shared_url();
+    let schema = TestSchema::create("nats_trf37").await;
+    let stream = TestStream::create(&url, "e2etrf37");
+    let yaml = format!(
+        r#"database:
+  url: "{db}"
+server:
+  httpPort: 0
+outbox:
+  pollIntervalMs: 50
+  retryBaseDelayMs: 50
+  retryMaxDelayMs: 100
+destinations:
+  bare:
+    type: nats
+    servers: {url}
+    subject: "{{{{ payload.s }}}}"
+  bycolumn:
+    type: nats
+    servers: {url}
+    subject: "{prefix}.fromtemplate"
+    subjectFrom: key
+routes:
+  - topicPattern: "bare.*"
+    destination: bare
+  - topicPattern: "**"
+    destination: bycolumn
+"#,
+        db = schema.queuebox_url(),
+        prefix = stream.prefix,
+    );
+    let service = Service::start("nats-trf37", &yaml);
+    schema
+        .client()
+        .batch_execute(&format!(
+            "INSERT INTO outbox (topic, key, payload, max_attempts) VALUES
+               ('bare.ok', NULL, '{{\"s\": \"{p}.bare\"}}', 3),
+               ('bare.empty', NULL, '{{\"other\": 1}}', 3),
+               ('col.ok', '{p}.fromkey', '{{}}', 3),
+               ('col.empty', '', '{{}}', 3);",
+            p = stream.prefix
+        ))
+        .await
+        .unwrap();
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM outbox WHERE state IN ('sent', 'dead')",
+        4,
+        Duration::from_secs(20),
+    )
+    .await;
+    let rows = schema
+        .client()
+        .query(
+            "SELECT topic, state, attempt, coalesce(last_error, '') FROM outbox ORDER BY topic",
+            &[],
+        )
+        .await
+        .unwrap();
+    let row = |topic: &str| {
+        let r = rows
+            .iter()
+            .find(|r| r.get::<_, String>(0) == topic)
+            .unwrap();
+        (
+            r.get::<_, String>(1),
+            r.get::<_, i32>(2),
+            r.get::<_, String>(3),
+        )
+    };
+    assert_eq!(row("bare.ok").0, "sent");
+    assert_eq!(row("col.ok").0, "sent");
+    assert_eq!(
+        row("bare.empty"),
+        (
+            "dead".to_owned(),
+            3,
+            "Destination 'bare' rendered an empty subject from template '{{ payload.s }}'. QueueBox does not publish the message.".to_owned()
+        )
+    );
+    assert_eq!(
+        row("col.empty"),
+        (
+            "dead".to_owned(),
+            3,
+            "Destination 'bycolumn' read an empty subject from column 'key'. QueueBox does not publish the message.".to_owned()
+        )
+    );
+    let mut subjects: Vec<String> = stream
+        .messages()
+        .iter()
+        .map(|m| m["subject"].as_str().unwrap().to_owned())
+        .collect();
+    subjects.sort();
+    assert_eq!(
+        subjects,
+        [stream.subject("bare"), stream.subject("fromkey")],
+        "only the two good rows were published, the column over the template"
+    );
+    assert_eq!(service.stop(), Some(0));
+    schema.drop().await;
+}

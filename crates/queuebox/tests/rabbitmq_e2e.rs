@@ -809,3 +809,291 @@ async fn inb_60_prefetch_bounds_the_messages_in_progress_and_inb_30_filtered_are
     delete(&[&queue], &[]);
     schema.drop().await;
 }
+
+/// TRF-8, TRF-33, TRF-41 ("a templated field is read from the stored payload even when a
+/// transform changes it"): the exchange template and the routing key template read
+/// `{{ payload.… }}` from the row as stored, while the message carries the route transform's
+/// output. Were the templates to read the transformed payload, the exchange would render
+/// empty and the routing key would not match the binding, so nothing would arrive.
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_8_broker_templates_read_the_stored_payload_not_the_transformed_one() {
+    let schema = TestSchema::create("rmq_trf8").await;
+    let exchange = unique("trf8");
+    let queue = unique("trf8_seen");
+    bound_queue(&exchange, "topic", &queue, "orders.eu");
+    let url = amqp_url();
+    let yaml = config(
+        &schema,
+        &format!(
+            r#"destinations:
+  broker:
+    type: rabbitmq
+    url: "{url}"
+    exchange: "{{{{ payload.ex }}}}"
+    routingKeyTemplate: "orders.{{{{ payload.region }}}}"
+routes:
+  - topicPattern: "**"
+    destination: broker
+    transform:
+      expression: '{{"region": "us", "id": id}}'
+"#
+        ),
+    );
+    let service = Service::start("rmq-trf8", &yaml);
+    schema
+        .client()
+        .batch_execute(&format!(
+            "INSERT INTO outbox (topic, payload, max_attempts) VALUES ('order.created', '{{\"id\": \"o-8\", \"region\": \"eu\", \"ex\": \"{exchange}\"}}', 2)"
+        ))
+        .await
+        .unwrap();
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM outbox WHERE state IN ('sent', 'dead')",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
+    let state: String = schema
+        .client()
+        .query_one(
+            "SELECT state || ' ' || coalesce(last_error, '') FROM outbox",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(state.trim(), "sent");
+    let got = wait_for_messages(&queue, 1, Duration::from_secs(10));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["exchange"], exchange.as_str());
+    assert_eq!(got[0]["routing_key"], "orders.eu", "the stored region");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(got[0]["body"].as_str().unwrap()).unwrap(),
+        json!({"region": "us", "id": "o-8"}),
+        "the transformed payload is what is published"
+    );
+    assert_eq!(service.stop(), Some(0));
+    delete(&[&queue], &[&exchange]);
+    schema.drop().await;
+}
+
+/// TRF-17, TRF-18, TRF-19, TRF-23, TRF-41 for a RabbitMQ source: a source transform that fails
+/// with `Fail` stores one `dead` row with the original payload and `Transform failed: …`, and
+/// the message is acknowledged; the same message again is a duplicate that changes nothing and
+/// is acknowledged; while the database refuses the insert, the failed store is not
+/// acknowledged (RabbitMQ delivers it again), and once it accepts, the row is stored once.
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_41_a_rabbitmq_source_transform_failure_is_dead_acked_once_and_unacked_on_a_failed_store()
+ {
+    let schema = TestSchema::create("rmq_trf41").await;
+    let queue = unique("trf41");
+    declare_queue(&queue);
+    let url = amqp_url();
+    let yaml = config(
+        &schema,
+        &format!(
+            "sources:\n  orders:\n    type: rabbitmq\n    connectionUrl: \"{url}\"\n    queueName: {queue}\n    consumption: pull\n    transform:\n      expression: 'missing.field'\n      onError: Fail\n"
+        ),
+    );
+    let service = Service::start("rmq-trf41", &yaml);
+    // The whole row, every column, so a test can tell that a repeat changed nothing.
+    let row_sql = "SELECT to_jsonb(i)::text FROM inbox i WHERE idempotency_key = 't-1'";
+    publish(&[message(&queue, r#"{"id": "t-1", "n": 1}"#)]);
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM inbox",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
+    let first: String = schema
+        .client()
+        .query_one(row_sql, &[])
+        .await
+        .unwrap()
+        .get(0);
+    let row: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(row["state"], "dead", "{first}");
+    assert_eq!(
+        row["payload"],
+        json!({"id": "t-1", "n": 1}),
+        "the original payload"
+    );
+    assert_eq!(
+        row["last_error"],
+        "Transform failed: The expression produced no value."
+    );
+    assert_eq!(
+        service.metric("queuebox_inbox_rejections_total{reason=\"transform_failed\"}"),
+        Some(1.0),
+        "TRF-23"
+    );
+    // TRF-19: the same message again is a duplicate; the row stays exactly as it was.
+    publish(&[message(&queue, r#"{"id": "t-1", "n": 2}"#)]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while service.metric("queuebox_inbox_messages_total{status=\"duplicate\"}") != Some(1.0) {
+        assert!(Instant::now() < deadline, "the duplicate is counted");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let again: String = schema
+        .client()
+        .query_one(row_sql, &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(again, first, "a repeat never alters the stored row");
+    assert_eq!(scalar(&schema, "SELECT count(*) FROM inbox").await, 1);
+    // TRF-18: storing the dead row fails, so the message is not acknowledged.
+    schema
+        .client()
+        .batch_execute(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN RAISE EXCEPTION 'the test refuses inserts'; END $$; \
+             CREATE TRIGGER refuse BEFORE INSERT ON inbox FOR EACH ROW EXECUTE FUNCTION refuse();",
+        )
+        .await
+        .unwrap();
+    publish(&[message(&queue, r#"{"id": "t-2"}"#)]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while service
+        .metric("queuebox_inbox_rejections_total{reason=\"storage_failed\"}")
+        .unwrap_or(0.0)
+        < 2.0
+    {
+        assert!(Instant::now() < deadline, "the message came back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(scalar(&schema, "SELECT count(*) FROM inbox").await, 1);
+    schema
+        .client()
+        .batch_execute("DROP TRIGGER refuse ON inbox")
+        .await
+        .unwrap();
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM inbox WHERE idempotency_key = 't-2' AND state = 'dead' AND payload = '{\"id\": \"t-2\"}'",
+        1,
+        Duration::from_secs(20),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(scalar(&schema, "SELECT count(*) FROM inbox").await, 2);
+    assert_eq!(service.stop(), Some(0));
+    assert_eq!(count(&queue).0, 0, "every message acknowledged in the end");
+    delete(&[&queue], &[]);
+    schema.drop().await;
+}
+
+/// TRF-34, TRF-35, TRF-36: a route's `routingKeyTemplate` wins over the destination's, with the
+/// route's `routingKeyMissingFieldDefault` for a missing field; a route without one takes the
+/// destination's template; a rendered routing key over 255 bytes fails the publish on the retry
+/// path and ends `dead`, publishing nothing; and a route key on a NATS destination stops `check`.
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_36_the_route_key_wins_a_long_key_fails_and_a_route_key_needs_rabbitmq_or_kafka() {
+    let schema = TestSchema::create("rmq_trf36").await;
+    let exchange = unique("trf36");
+    let queue = unique("trf36_seen");
+    bound_queue(&exchange, "topic", &queue, "#");
+    let url = amqp_url();
+    let yaml = config(
+        &schema,
+        &format!(
+            r#"destinations:
+  broker:
+    type: rabbitmq
+    url: "{url}"
+    exchange: {exchange}
+    routingKeyTemplate: "dest.{{{{ topic }}}}"
+routes:
+  - topicPattern: "routed.*"
+    destination: broker
+    routingKeyTemplate: "route.{{{{ key }}}}"
+    routingKeyMissingFieldDefault: nokey
+  - topicPattern: "long.*"
+    destination: broker
+    routingKeyTemplate: "{{{{ payload.k }}}}"
+  - topicPattern: "**"
+    destination: broker
+"#
+        ),
+    );
+    let service = Service::start("rmq-trf36", &yaml);
+    let long = "k".repeat(256);
+    schema
+        .client()
+        .batch_execute(&format!(
+            "INSERT INTO outbox (topic, key, payload) VALUES
+               ('routed.a', 'k1', '{{}}'),
+               ('routed.b', NULL, '{{}}'),
+               ('plain.c', 'k3', '{{}}');
+             INSERT INTO outbox (topic, payload, max_attempts) VALUES ('long.d', '{{\"k\": \"{long}\"}}', 2);"
+        ))
+        .await
+        .unwrap();
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM outbox WHERE state IN ('sent', 'dead')",
+        4,
+        Duration::from_secs(20),
+    )
+    .await;
+    let got = wait_for_messages(&queue, 3, Duration::from_secs(10));
+    let mut keys: Vec<String> = got
+        .iter()
+        .map(|m| m["routing_key"].as_str().unwrap().to_owned())
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["dest.plain.c", "route.k1", "route.nokey"]);
+    let dead = schema
+        .client()
+        .query_one(
+            "SELECT state, attempt, last_error FROM outbox WHERE topic = 'long.d'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(dead.get::<_, String>(0), "dead");
+    assert_eq!(dead.get::<_, i32>(1), 2, "the normal retry path");
+    assert!(
+        dead.get::<_, String>(2)
+            .ends_with("the routing key is 256 bytes long; RabbitMQ takes at most 255"),
+        "{}",
+        dead.get::<_, String>(2)
+    );
+    // Nothing more arrived: the long key was never published.
+    assert!(get(&queue, 1, 0.5).is_empty());
+    assert_eq!(service.stop(), Some(0));
+    delete(&[&queue], &[&exchange]);
+    schema.drop().await;
+
+    let scratch = Scratch::new("trf36-check");
+    let file = scratch.write(
+        "q.yml",
+        r#"database:
+  url: postgres://app@db:5432/app
+destinations:
+  events:
+    type: nats
+    servers: nats://127.0.0.1:4222
+    subject: orders
+routes:
+  - topicPattern: "**"
+    destination: events
+    routingKeyTemplate: "{{ key }}"
+"#,
+    );
+    let output = queuebox(scratch.path())
+        .args(["check", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output);
+    assert!(
+        text.contains(
+            "- routes[0].routingKeyTemplate: applies only to rabbitmq and kafka destinations"
+        ),
+        "{text}"
+    );
+}

@@ -326,12 +326,15 @@ async fn trf_6_route_and_destination_transforms_run_on_every_attempt_and_leave_t
     schema.drop().await;
 }
 
-/// TRF-17, TRF-41: `Skip` at the route publishes the original payload; `Skip` at the destination
-/// publishes the route's output; `Fail` retries with `attempt + 1` until `max_attempts`; `Dead`
-/// dead-letters at once with `attempt` unchanged. The failing expressions are runaways cut off
-/// by their time limit, so each strategy is proven on a limit hit.
+/// TRF-17, TRF-23, TRF-41: `Skip` at the route publishes the original payload; `Skip` at the
+/// destination publishes the route's output; `Fail` retries with `attempt + 1` until
+/// `max_attempts`; `Dead` dead-letters at once with `attempt` unchanged. The failing
+/// expressions are runaways cut off by their time limit, so each strategy is proven on a limit
+/// hit. TRF-23: the rows a transform sends back to `pending` or to `dead` count in
+/// `queuebox_outbox_messages_total`, and, as nothing was published for them, not in
+/// `queuebox_outbox_destination_messages_total`.
 #[tokio::test(flavor = "multi_thread")]
-async fn trf_17_outbox_strategies_on_a_runaway_expression() {
+async fn trf_17_trf_23_outbox_strategies_on_a_runaway_expression_and_their_counters() {
     let schema = TestSchema::create("trf_strat").await;
     let receiver = Receiver::start(|_, _| Reply::status(200)).await;
     let runaway = |on_error: &str| {
@@ -431,6 +434,37 @@ async fn trf_17_outbox_strategies_on_a_runaway_expression() {
         service.metric("queuebox_transform_failures_total{strategy=\"dead\"}"),
         Some(1.0)
     );
+    // TRF-23: `fail.route` went back to `pending` once, then `dead`; `dead.route` went `dead`.
+    assert_eq!(
+        service.metric("queuebox_outbox_messages_total{status=\"failed\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        service.metric("queuebox_outbox_messages_total{status=\"dead\"}"),
+        Some(2.0)
+    );
+    assert_eq!(
+        service.metric("queuebox_outbox_messages_total{status=\"sent\"}"),
+        Some(2.0)
+    );
+    // The publishes: one per destination, both successes; the transform failures are not
+    // publishes.
+    let publishes = |destination: &str, outcome: &str| {
+        service
+            .metric(&format!(
+                "queuebox_outbox_destination_messages_total{{destination=\"{destination}\",outcome=\"{outcome}\"}}"
+            ))
+            .or_else(|| {
+                service.metric(&format!(
+                    "queuebox_outbox_destination_messages_total{{outcome=\"{outcome}\",destination=\"{destination}\"}}"
+                ))
+            })
+            .unwrap_or(0.0)
+    };
+    assert_eq!(publishes("plain", "success"), 1.0);
+    assert_eq!(publishes("skipper", "success"), 1.0);
+    assert_eq!(publishes("plain", "failure"), 0.0);
+    assert_eq!(publishes("skipper", "failure"), 0.0);
     drop(service);
     schema.drop().await;
 }
@@ -484,6 +518,242 @@ routes:
     }
     assert!(
         text.starts_with("The configuration has 4 errors."),
+        "{text}"
+    );
+}
+
+/// The inbox row of `key`, every column, as JSON text, so a test can tell that a repeat changed
+/// nothing.
+async fn inbox_row_text(schema: &TestSchema, key: &str) -> String {
+    schema
+        .client()
+        .query_one(
+            "SELECT to_jsonb(i)::text FROM inbox i WHERE idempotency_key = $1",
+            &[&key],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// TRF-7: the inbox relay runs no transform. A push source's transform runs once, at receipt;
+/// the relay copies the stored inbox payload into the outbox unchanged (were it transformed
+/// again, `n` would be 3) and the receiver gets that payload.
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_7_the_relay_forwards_the_stored_inbox_payload_without_a_transform() {
+    let schema = TestSchema::create("trf_relay").await;
+    let receiver = Receiver::start(|_, _| Reply::status(200)).await;
+    let yaml = format!(
+        r#"database:
+  url: "{db}"
+server:
+  httpPort: 0
+outbox:
+  pollIntervalMs: 50
+inbox:
+  relay:
+    pollIntervalMs: 50
+sources:
+  hooks:
+    path: /hooks
+    idempotencyKeyPath: $.id
+    topic: hooks.received
+    transform:
+      expression: '{{"id": id, "n": n + 1}}'
+destinations:
+  plain:
+    type: http
+    baseUrl: {url}
+    path: /plain
+routes:
+  - topicPattern: "**"
+    destination: plain
+"#,
+        db = schema.queuebox_url(),
+        url = receiver.url()
+    );
+    let service = Service::start("trf-relay", &yaml);
+    let answer = post(&service, "/inbox/hooks", &[], r#"{"id": "r-1", "n": 1}"#);
+    assert_eq!(answer.status, 202, "{answer:?}");
+    receiver
+        .wait_for(Duration::from_secs(15), "the relayed delivery", |r| {
+            !r.is_empty()
+        })
+        .await;
+    assert_eq!(receiver.requests()[0].json(), json!({"id": "r-1", "n": 2}));
+    let inbox = rows(&schema, "SELECT payload::text FROM inbox").await;
+    let outbox = rows(&schema, "SELECT payload::text, topic FROM outbox").await;
+    assert_eq!(outbox.len(), 1);
+    let parse = |text: String| serde_json::from_str::<Value>(&text).unwrap();
+    assert_eq!(parse(inbox[0].get(0)), json!({"id": "r-1", "n": 2}));
+    assert_eq!(
+        parse(outbox[0].get(0)),
+        parse(inbox[0].get(0)),
+        "the outbox row holds the stored inbox payload"
+    );
+    assert_eq!(outbox[0].get::<_, String>(1), "hooks.received");
+    drop(service);
+    schema.drop().await;
+}
+
+/// TRF-19, TRF-20: on HTTP the transform runs before the duplicate check, so a repeat of a
+/// stored message whose transform now fails is answered 422, not 200; a repeat whose transform
+/// succeeds is a duplicate (200). Neither changes the stored row.
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_19_trf_20_an_http_repeat_whose_transform_fails_gets_422_and_changes_nothing() {
+    let schema = TestSchema::create("trf_repeat").await;
+    let sources = r#"  hooks:
+    path: /hooks
+    consumption: pull
+    idempotencyKeyPath: $.id
+    transform:
+      expression: 'fail ? nothing.here : {"id": id, "n": n}'
+"#;
+    let service = Service::start("trf-repeat", &inbox_config(&schema, sources));
+    let answer = post(&service, "/inbox/hooks", &[], r#"{"id": "d-1", "n": 1}"#);
+    assert_eq!(answer.status, 202, "{answer:?}");
+    let first = inbox_row_text(&schema, "d-1").await;
+    let row: Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(
+        (&row["state"], &row["payload"]),
+        (&json!("pending"), &json!({"id": "d-1", "n": 1})),
+        "{first}"
+    );
+    let answer = post(
+        &service,
+        "/inbox/hooks",
+        &[],
+        r#"{"id": "d-1", "n": 2, "fail": true}"#,
+    );
+    assert_eq!(
+        (answer.status, answer.json()),
+        (
+            422,
+            json!({"error": "Transform failed: The expression produced no value."})
+        ),
+        "TRF-20: 422, not 200"
+    );
+    let answer = post(&service, "/inbox/hooks", &[], r#"{"id": "d-1", "n": 3}"#);
+    assert_eq!(
+        (answer.status, answer.json()),
+        (200, json!({"status": "duplicate"}))
+    );
+    assert_eq!(
+        inbox_row_text(&schema, "d-1").await,
+        first,
+        "TRF-19: a repeat never alters the stored row"
+    );
+    assert_eq!(rows(&schema, "SELECT 1 FROM inbox").await.len(), 1);
+    drop(service);
+    schema.drop().await;
+}
+
+/// TRF-38, TRF-41 ("Relay topics"): a push source whose topic renders `{{ eventType }}` sends a
+/// row without an event type to `dead` with the spec's text and writes no outbox row, while a
+/// row with one is relayed under it; and `{{ eventType }}` with no event-type source stops
+/// `check` naming the keys of the source's kind.
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_38_a_relay_topic_that_renders_empty_marks_the_row_dead_and_writes_no_outbox_row() {
+    let schema = TestSchema::create("trf_topic").await;
+    let receiver = Receiver::start(|_, _| Reply::status(200)).await;
+    let yaml = format!(
+        r#"database:
+  url: "{db}"
+server:
+  httpPort: 0
+outbox:
+  pollIntervalMs: 50
+inbox:
+  relay:
+    pollIntervalMs: 50
+sources:
+  hooks:
+    path: /hooks
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    topic: "{{{{ eventType }}}}"
+destinations:
+  plain:
+    type: http
+    baseUrl: {url}
+    path: /plain
+routes:
+  - topicPattern: "**"
+    destination: plain
+"#,
+        db = schema.queuebox_url(),
+        url = receiver.url()
+    );
+    let service = Service::start("trf-topic", &yaml);
+    assert_eq!(
+        post(&service, "/inbox/hooks", &[], r#"{"id": "t-none"}"#).status,
+        202
+    );
+    assert_eq!(
+        post(
+            &service,
+            "/inbox/hooks",
+            &[],
+            r#"{"id": "t-typed", "type": "order.created"}"#
+        )
+        .status,
+        202
+    );
+    wait_until(Duration::from_secs(15), "both rows settled", async || {
+        let r = rows(
+            &schema,
+            "SELECT count(*) FROM inbox WHERE state IN ('dead', 'processed')",
+        )
+        .await;
+        r[0].get::<_, i64>(0) == 2
+    })
+    .await;
+    let dead = rows(
+        &schema,
+        "SELECT state, last_error FROM inbox WHERE idempotency_key = 't-none'",
+    )
+    .await;
+    assert_eq!(dead[0].get::<_, String>(0), "dead");
+    assert_eq!(
+        dead[0].get::<_, Option<String>>(1).as_deref(),
+        Some("The topic template '{{ eventType }}' rendered an invalid topic ''.")
+    );
+    let outbox = rows(&schema, "SELECT topic FROM outbox").await;
+    assert_eq!(outbox.len(), 1, "no outbox row for the dead inbox row");
+    assert_eq!(outbox[0].get::<_, String>(0), "order.created");
+    drop(service);
+    schema.drop().await;
+
+    let scratch = Scratch::new("trf-topic-check");
+    let file = scratch.write(
+        "q.yml",
+        r#"database:
+  url: postgres://app@db:5432/app
+sources:
+  hooks:
+    path: /hooks
+    idempotencyKeyPath: $.id
+    topic: "orders.{{ eventType }}"
+destinations:
+  out:
+    type: http
+    baseUrl: http://127.0.0.1:9
+routes:
+  - topicPattern: "**"
+    destination: out
+"#,
+    );
+    let output = queuebox(scratch.path())
+        .args(["check", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output);
+    assert!(
+        text.contains(
+            "sources.hooks.topic: uses {{ eventType }}, so set eventTypePath, eventTypeHeader or eventTypeExpression"
+        ),
         "{text}"
     );
 }

@@ -6,6 +6,7 @@ Usage (one command per run; JSON on standard output):
   nats_client.py URL create-stream NAME SUBJECT [SUBJECT...]   [--duplicate-window SECONDS]
   nats_client.py URL delete-stream NAME
   nats_client.py URL stream-exists NAME          -> {"exists": true|false}
+  nats_client.py URL stream-info NAME            -> {"messages": n}
   nats_client.py URL read-stream NAME            -> one JSON object per stored message
   nats_client.py URL publish FILE                -> FILE holds JSON lines
       {"subject": ..., "data": <text>, "data_b64": <base64>, "headers": {...}}; JetStream
@@ -52,6 +53,9 @@ async def main(argv):
                 print(json.dumps({"exists": True}))
             except nats.js.errors.NotFoundError:
                 print(json.dumps({"exists": False}))
+        elif command == "stream-info":
+            info = await js.stream_info(args[0])
+            print(json.dumps({"messages": info.state.messages}))
         elif command == "read-stream":
             info = await js.stream_info(args[0])
             last = info.state.last_seq
