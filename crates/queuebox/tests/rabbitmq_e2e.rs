@@ -1097,3 +1097,140 @@ routes:
         "{text}"
     );
 }
+
+/// `amqps://` (CFG `url` and `connectionUrl`: "An `amqp://` or `amqps://` URI"; a broker
+/// certificate is verified): a private RabbitMQ node with a TLS listener and a certificate of a
+/// test CA. With that CA among the trusted roots (`SSL_CERT_FILE`, read by the client's native
+/// root store), a source consumes over TLS into the inbox and a destination publishes over TLS;
+/// with roots that do not hold the CA, nothing is consumed and the publish fails on the retry
+/// path, never `sent`, and no log line holds the password.
+#[tokio::test(flavor = "multi_thread")]
+async fn amqps_a_source_and_a_destination_over_tls_verify_the_broker_certificate() {
+    let certs = std::env::temp_dir().join(unique("tls"));
+    support::amqp::tls_material(&certs);
+    let other = certs.join("other");
+    support::amqp::tls_material(&other);
+    let tls_port = support::amqp::free_port();
+    let broker = PrivateBroker::start_tls(&certs, tls_port);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", tls_port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "no TLS listener; see {}",
+            broker.dir().display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let plain = broker.url();
+    let exchange = unique("tls_x");
+    let seen = unique("tls_seen");
+    let incoming = unique("tls_in");
+    let spec = json!({
+        "exchanges": [{"name": exchange, "type": "topic"}],
+        "queues": [{"name": seen, "bind": [{"exchange": exchange, "key": "#"}]}, {"name": incoming}],
+    });
+    pika_at(&plain, &["declare"], &spec.to_string());
+    let secure = format!("amqps://guest:guest@localhost:{tls_port}/%2f");
+    let run = |schema: &TestSchema| {
+        config(
+            schema,
+            &format!(
+                "sources:\n  orders:\n    type: rabbitmq\n    connectionUrl: \"{secure}\"\n    queueName: {incoming}\n    consumption: pull\n\
+                 destinations:\n  broker:\n    type: rabbitmq\n    url: \"{secure}\"\n    exchange: {exchange}\n\
+                 routes:\n  - topicPattern: \"**\"\n    destination: broker\n"
+            ),
+        )
+    };
+    let publish_in = |id: &str| {
+        let line = json!({"queue": incoming, "body": format!(r#"{{"id":"{id}"}}"#)});
+        pika_at(&plain, &["publish"], &line.to_string());
+    };
+
+    let schema = TestSchema::create("rmq_tls").await;
+    let ca = certs.join("ca.pem");
+    let service = Service::start_env(
+        "rmq-tls",
+        &run(&schema),
+        &[("SSL_CERT_FILE", ca.to_str().unwrap())],
+    );
+    publish_in("in-1");
+    schema
+        .client()
+        .batch_execute(
+            "INSERT INTO outbox (topic, payload) VALUES ('order.created', '{\"id\": \"out-1\"}')",
+        )
+        .await
+        .unwrap();
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM inbox WHERE idempotency_key = 'in-1'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM outbox WHERE state = 'sent'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    let got = wait_for_messages_at(&plain, &seen, 1, Duration::from_secs(10));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["body"], r#"{"id": "out-1"}"#);
+    assert_eq!(service.stop(), Some(0));
+    schema.drop().await;
+
+    // Trusted roots without the test CA: the handshakes fail.
+    let schema = TestSchema::create("rmq_tls_bad").await;
+    let wrong = other.join("ca.pem");
+    let mut service = Service::start_env(
+        "rmq-tls-bad",
+        &run(&schema),
+        &[("SSL_CERT_FILE", wrong.to_str().unwrap())],
+    );
+    publish_in("in-2");
+    schema
+        .client()
+        .batch_execute("INSERT INTO outbox (topic, payload, max_attempts) VALUES ('order.created', '{\"id\": \"out-2\"}', 100)")
+        .await
+        .unwrap();
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM outbox WHERE attempt >= 1 AND state = 'pending' AND last_error IS NOT NULL",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(scalar(&schema, "SELECT count(*) FROM inbox").await, 0);
+    assert_eq!(
+        scalar(&schema, "SELECT count(*) FROM outbox WHERE state = 'sent'").await,
+        0
+    );
+    let error: String = schema
+        .client()
+        .query_one("SELECT last_error FROM outbox", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        error.to_ascii_lowercase().contains("certificate")
+            || error.to_ascii_lowercase().contains("tls"),
+        "{error}"
+    );
+    service.drain_log();
+    let log = serde_json::to_string(&service.log).unwrap();
+    assert!(
+        !log.contains("guest:guest@"),
+        "a log line holds the password"
+    );
+    assert_eq!(service.stop(), Some(0));
+    assert!(
+        wait_for_messages_at(&plain, &seen, 1, Duration::from_secs(1)).is_empty(),
+        "nothing was published"
+    );
+    schema.drop().await;
+    drop(broker);
+    let _ = std::fs::remove_dir_all(&certs);
+}

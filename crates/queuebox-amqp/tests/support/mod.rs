@@ -132,8 +132,95 @@ pub struct PrivateBroker {
     child: Option<Child>,
 }
 
+/// A self-signed certificate authority and a server certificate it signed for `localhost` and
+/// `127.0.0.1`, made with the `openssl` command in `dir`: `ca.pem`, `server.pem`, `server.key`.
+pub fn tls_material(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    let steps: [&[&str]; 3] = [
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=queuebox test CA",
+        ],
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=localhost",
+        ],
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "server.ext",
+        ],
+    ];
+    for args in steps {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 impl PrivateBroker {
     pub fn start() -> PrivateBroker {
+        Self::start_with("")
+    }
+
+    /// A private node that also listens with TLS on `tls_port`, with the certificates of
+    /// [`tls_material`] in `certs` (no client certificate asked).
+    pub fn start_tls(certs: &Path, tls_port: u16) -> PrivateBroker {
+        let d = certs.display();
+        Self::start_with(&format!(
+            "listeners.ssl.default = 127.0.0.1:{tls_port}\n\
+             ssl_options.cacertfile = {d}/ca.pem\n\
+             ssl_options.certfile = {d}/server.pem\n\
+             ssl_options.keyfile = {d}/server.key\n\
+             ssl_options.verify = verify_none\n\
+             ssl_options.fail_if_no_peer_cert = false\n"
+        ))
+    }
+
+    fn start_with(extra_conf: &str) -> PrivateBroker {
         let port = free_port();
         let mut dist_port = free_port();
         while dist_port == port {
@@ -146,7 +233,7 @@ impl PrivateBroker {
         // port), an empty env file instead of the machine's (which names the shared node).
         std::fs::write(
             dir.join("rabbitmq.conf"),
-            format!("listeners.tcp.local = 127.0.0.1:{port}\nloopback_users = none\n"),
+            format!("listeners.tcp.local = 127.0.0.1:{port}\nloopback_users = none\n{extra_conf}"),
         )
         .unwrap();
         std::fs::write(dir.join("enabled_plugins"), "[].\n").unwrap();

@@ -20,9 +20,16 @@ pub struct Service {
 impl Service {
     /// Starts `queuebox run` with this configuration and waits for `QueueBox started`.
     pub fn start(label: &str, config: &str) -> Service {
+        Self::start_env(label, config, &[])
+    }
+
+    /// [`Service::start`] with more environment variables for the process.
+    pub fn start_env(label: &str, config: &str, env: &[(&str, &str)]) -> Service {
         let scratch = Scratch::new(label);
         let file = scratch.write("queuebox.yml", config);
-        let mut child = queuebox(scratch.path())
+        let mut command = queuebox(scratch.path());
+        command.envs(env.iter().copied());
+        let mut child = command
             .args(["run", "--config"])
             .arg(&file)
             .stdout(Stdio::null())
