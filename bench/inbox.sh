@@ -280,7 +280,7 @@ EOF
 }
 
 # The relayed outbox rows are parked as `sent` by a trigger, so the outbox poller (woken after
-# every forward, OUT-56) finds nothing to deliver and does not compete with the relay. The
+# every relay batch, OUT-56) finds nothing to deliver and does not compete with the relay. The
 # floor's schema has the same trigger, so both pay for it.
 relay_prepare() {
     local schema="$1"
@@ -430,7 +430,7 @@ if [[ "$(yes_no "$relay_ratio" 0.5)" == yes ]]; then
 else
     relay_short="In this run the relay forwarded $(int "$relay_rate") rows/s, $(dec "$relay_ratio" 2) × the faster SQL floor ($(int "$best_relay_floor") rows/s), below the aim of 0.5 ×."
 fi
-relay_short="$relay_short QueueBox ran $(int "$outbox_claims") outbox claim statements while it forwarded $(int "$relay_rows") rows: every forward wakes the outbox poller (OUT-56), which claims at once; the floor has no poller."
+relay_short="$relay_short QueueBox ran $(int "$outbox_claims") outbox claim statements while it forwarded $(int "$relay_rows") rows, $(dec "$(calc "$outbox_claims / $relay_rows")" 3) per forwarded row: the relay wakes the outbox poller once per relay batch of $relay_batch (OUT-56, coalesced), and the poller also claims every \`pollIntervalMs\` (100 ms); the floor has no poller."
 
 machine="$cores cores ($cpu_model), $(dec "$mem_gb" 1) GB memory"
 pg_line="PostgreSQL $pg_version on the same machine (127.0.0.1), untuned: \`shared_buffers\` $pg_sb, \`synchronous_commit\` $pg_sc, \`fsync\` $pg_fsync, \`wal_level\` $pg_wal, \`autovacuum\` $pg_av, \`max_connections\` $pg_maxconn."
@@ -488,7 +488,7 @@ Command: \`bench/inbox.sh\` (what it does: [bench/README.md](../bench/README.md#
 
 - Rows: $(int "$relay_rows") pending push rows of the source \`relayed\`, inserted in one \`INSERT … SELECT … generate_series\` with \`ANALYZE inbox\` in the same transaction (autovacuum is off here; the insert took $(int "${R[insert_ms]}") ms); every tenth row has no aggregate id, the others \`k0\`..\`k999\` round robin; the same ~200-byte body as the intake.
 - QueueBox: the release build, the source with a fixed \`topic: bench.relayed\`, a \`log\` destination and a \`**\` route; \`inbox.relay.batchSize\` $relay_batch; every other setting at its default (\`pollIntervalMs\` 100, \`poolSize\` 10). The relay forwards one row per transaction (RLY-9).
-- Outbox parked: a \`BEFORE INSERT\` trigger in the benchmark schema sets every new outbox row's \`state\` to \`sent\`, so the outbox poller (woken after every forward, OUT-56) finds nothing to deliver and only the relay is measured. The floor's schema has the same trigger.
+- Outbox parked: a \`BEFORE INSERT\` trigger in the benchmark schema sets every new outbox row's \`state\` to \`sent\`, so the outbox poller (woken after every relay batch, OUT-56) finds nothing to deliver and only the relay is measured. The floor's schema has the same trigger.
 - Floor: \`qb-relay-floor\` runs the store's own \`relay_claim($relay_batch)\` then \`relay_forward\` for each claimed row (the outbox row built as the relay builds it), one after the other on one connection, until a claim returns nothing; no QueueBox process, no lease renewal, no outbox poller. Before and after the QueueBox phase, each on a fresh copy of the rows; the ratio uses the faster run.
 - Relay time: from the database clock after the insert's COMMIT to the last inbox row's \`processed_at\` (the last forward). The floor's time is its own loop, from its first claim to the empty one.
 
@@ -498,7 +498,7 @@ Command: \`bench/inbox.sh\` (what it does: [bench/README.md](../bench/README.md#
 | **ratio to the faster floor** | **$(dec "$relay_ratio" 2)** | | |
 | time | $(dec "$relay_s" 2) s (first → last forward: $(dec "$relay_window" 2) s) | $(dec "${RF[relay_floor1.seconds]}" 2) s | $(dec "${RF[relay_floor2.seconds]}" 2) s |
 | scans of \`idx_inbox_push_pending\` (relay claims; also any other query that uses the index) | $(int "$relay_claims") | $(int "${RF[relay_floor1.claims]}") claims ($(int "${RF[relay_floor1.claim_scans]}") scans) | $(int "${RF[relay_floor2.claims]}") claims ($(int "${RF[relay_floor2.claim_scans]}") scans) |
-| outbox claim statements meanwhile (scans of \`idx_outbox_pending\`) | $(int "$outbox_claims") | ${RF[relay_floor1.outbox_scans]} | ${RF[relay_floor2.outbox_scans]} |
+| outbox claim statements meanwhile (scans of \`idx_outbox_pending\`) / per forwarded row | $(int "$outbox_claims") / $(dec "$(calc "$outbox_claims / $relay_rows")" 3) | ${RF[relay_floor1.outbox_scans]} | ${RF[relay_floor2.outbox_scans]} |
 | rows forwarded and marked \`processed\` | $(int "$relay_rows") | $(int "${RF[relay_floor1.rows]}") | $(int "${RF[relay_floor2.rows]}") |
 | idle RSS / peak RSS | $(dec "${R[idle_rss]}" 1) MB / $(dec "${R[peak_rss]}" 1) MB | | |
 | queuebox CPU time (user + system, whole life) | ${R[cpu]} s | | |

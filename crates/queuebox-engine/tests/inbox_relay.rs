@@ -564,3 +564,46 @@ async fn rly_15_shutdown_finishes_the_forward_in_progress_and_releases_the_other
     assert_eq!(released, 4);
     db.drop().await;
 }
+
+/// OUT-56, coalesced (issue 16 item 3): the relay wakes the outbox poller once per relay batch,
+/// after its forwards, not once per row. 200 forwards in batches of 50 with the poller's poll
+/// interval at 30 s cost a handful of outbox claims (about one per relay batch); one wake-up
+/// per forward cost about one claim per row (99,972 claims for 100,000 forwards on main).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_56_relay_forwards_cost_about_one_outbox_claim_per_relay_batch() {
+    let db = TestDb::new("relaywake").await;
+    let rows: Vec<InboxRow> = (0..200)
+        .map(|i| InboxRow::push(format!("evt-{i}"), None))
+        .collect();
+    insert(&db, &rows).await;
+    let counting = support::Faulty::new(db.store().await);
+    let recorder = support::Recorder::accepting();
+    let mut outbox = support::settings();
+    outbox.poll_interval = Duration::from_secs(30);
+    let poller =
+        support::Running::start(counting.clone(), support::routes(&recorder, true), outbox);
+    let mut s = settings();
+    s.batch_size = 50;
+    let metrics = Metrics::new("test");
+    let relay = Relay::new(
+        db.store().await,
+        vec![source("partner", "partner.{{ eventType }}")],
+        s,
+        metrics.clone(),
+        Arc::new(Notify::new()),
+        Arc::clone(&poller.wake),
+    );
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(relay.run(cancel.clone()));
+    wait_for(&db, "SELECT count(*) FROM outbox WHERE state = 'sent'", 200).await;
+    let claims = counting.claims.load(Ordering::SeqCst);
+    assert!(
+        claims <= 20,
+        "200 forwards in relay batches of 50 cost {claims} outbox claims"
+    );
+    assert_eq!(recorder.ids().len(), 200);
+    cancel.cancel();
+    task.await.expect("no panic").expect("clean stop");
+    poller.stop(LIMIT).await.expect("clean stop");
+    db.drop().await;
+}

@@ -311,6 +311,55 @@ async fn out_56_a_wake_up_ends_the_idle_wait_at_once() {
     db.drop().await;
 }
 
+/// OUT-54, third point: a keyed row this replica finishes ends the wait after a short claim,
+/// so a backlog of one key moves at the pace of its deliveries, not one row per poll interval
+/// (with `pollIntervalMs` 30 s, 20 rows would otherwise take about 10 minutes; the bound below
+/// is 8 s). Order is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_54_a_finished_keyed_row_ends_the_wait_so_one_key_is_not_paced_by_the_poll() {
+    let db = TestDb::new("hotkey").await;
+    let ids = db
+        .insert(&[NewRow::new("order.created", Some("hot")); 20])
+        .await;
+    let recorder = Recorder::accepting();
+    let mut s = settings();
+    s.poll_interval = Duration::from_secs(30);
+    let poller = Running::start(db.store().await, routes(&recorder, true), s);
+    db.wait_for_state(&ids, "sent", LIMIT).await;
+    assert_eq!(recorder.ids(), ids, "insert order");
+    poller.stop(LIMIT).await.expect("clean stop");
+    db.drop().await;
+}
+
+/// OUT-54, the prefetch: with rows still waiting for a slot, the poller claims again as soon
+/// as what it holds falls to the low-water mark (`max(batchSize / 2, concurrency)` = 5 here),
+/// asking for `batchSize` minus what it holds; OUT-53 still bounds what it holds and publishes.
+/// The old rule (claim only when no row waits) asked for 7 or more every time: it held at
+/// most the row publishing and one or two finishing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_54_the_poller_claims_again_at_the_low_water_mark_while_rows_wait() {
+    let db = TestDb::new("prefetch").await;
+    let ids = db.insert(&[NewRow::new("order.created", None); 40]).await;
+    let recorder = Recorder::slow(Duration::from_millis(20));
+    let mut s = settings();
+    s.batch_size = 10;
+    s.concurrency = 1;
+    let store = support::Faulty::new(db.store().await);
+    let poller = Running::start(store.clone(), routes(&recorder, true), s);
+    db.wait_for_state(&ids, "sent", LIMIT).await;
+    poller.stop(LIMIT).await.expect("clean stop");
+    let asked = store.asked.lock().unwrap().clone();
+    assert_eq!(asked.first(), Some(&10), "{asked:?}");
+    assert!(
+        asked.iter().skip(1).any(|n| *n <= 6),
+        "a claim while rows still waited: {asked:?}"
+    );
+    assert!(asked.iter().all(|n| *n <= 10), "{asked:?}");
+    assert_eq!(recorder.max_in_flight(), 1, "OUT-53");
+    assert_eq!(recorder.ids().len(), 40);
+    db.drop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn met_6_pending_gauges_are_refreshed_in_the_background() {
     let db = TestDb::new("gauges").await;

@@ -107,7 +107,7 @@ impl PgStore {
     }
 }
 
-fn postgres_target(db: &DatabaseConfig) -> Result<&PostgresTarget, StoreError> {
+pub(crate) fn postgres_target(db: &DatabaseConfig) -> Result<&PostgresTarget, StoreError> {
     match &db.target {
         DatabaseTarget::Postgres(target) => Ok(target),
         DatabaseTarget::Mysql(_) | DatabaseTarget::Sqlite(_) | DatabaseTarget::Sqlserver { .. } => {

@@ -103,6 +103,28 @@ async fn start(config: Config) -> Result<Service, StartError> {
     let outbox_wake = Arc::new(Notify::new());
     let relay_wake = Arc::new(Notify::new());
     let mut readiness = vec![database_check(&store)];
+    // OUT-57: the notify capture listener, one connection outside the pool, beside polling.
+    // The configuration allows notify only with PostgreSQL (CFG-46).
+    if config.outbox.capture_mode == CaptureMode::Notify {
+        let listener = queuebox_store_postgres::OutboxListener::new(&config.database)
+            .map_err(|err| StartError::new("set up outbox.capture.mode notify", err))?;
+        let health = listener.health();
+        readiness.push(
+            ReadinessComponent::flag("outbox-capture", ComponentDown::Failed, move || {
+                health.is_listening()
+            })
+            .advisory(),
+        );
+        let wake = outbox_wake.clone();
+        tasks.spawn(
+            TaskKind::CaptureListener,
+            "the outbox capture listener",
+            |cancel| async move {
+                listener.run(wake, cancel.cancelled_owned()).await;
+                Ok(())
+            },
+        );
+    }
     for destination in &outbox.destinations {
         readiness.extend(destination.readiness());
     }
@@ -255,6 +277,9 @@ async fn close_resources(destinations: &[Arc<dyn Destination>], store: &dyn Stor
 
 fn component_names(config: &Config) -> String {
     let mut names = vec!["outbox-poller"];
+    if config.outbox.capture_mode == CaptureMode::Notify {
+        names.push("outbox-capture");
+    }
     if !config.sources.is_empty() {
         names.push("intake");
     }
@@ -356,8 +381,9 @@ impl Service {
             servers.drain_data_port().await; // phase 2: requests in a handler finish
             tasks.stop(TaskKind::BrokerSource).await; // phase 3, all together (INB-75)
             // The messages the sources and the data port submitted are committed before the
-            // pool closes (OPS-28). Phase 4 (the capture listener) comes with notify.
+            // pool closes (OPS-28).
             tasks.stop(TaskKind::IntakeWriter).await;
+            tasks.stop(TaskKind::CaptureListener).await; // phase 4
             tasks.stop(TaskKind::OutboxPoller).await; // phase 5: release, wait, abandon
             tasks.stop(TaskKind::InboxRelay).await; // phase 6
             tasks.stop(TaskKind::Retention).await; // phase 7

@@ -15,6 +15,8 @@ pub enum TaskKind {
     /// The write-combining intake writer: stops after every source, so the messages they
     /// still submit are committed before the pool closes (OPS-28).
     IntakeWriter,
+    /// The LISTEN connection of `outbox.capture.mode: notify` (OUT-57; phase 4).
+    CaptureListener,
     OutboxPoller,
     InboxRelay,
     Retention,
@@ -100,6 +102,7 @@ impl Tasks {
         for kind in [
             TaskKind::BrokerSource,
             TaskKind::IntakeWriter,
+            TaskKind::CaptureListener,
             TaskKind::OutboxPoller,
             TaskKind::InboxRelay,
             TaskKind::Retention,

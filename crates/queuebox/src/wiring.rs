@@ -12,8 +12,8 @@ use queuebox_amqp::{
     RabbitmqDestination, RabbitmqDestinationSettings, RabbitmqSource, RabbitmqSourceSettings,
 };
 use queuebox_config::{
-    CaptureMode, Config, DatabaseType, Destination as DestinationConfig, DestinationAuth,
-    DestinationKind, SourceKind,
+    Config, DatabaseType, Destination as DestinationConfig, DestinationAuth, DestinationKind,
+    SourceKind,
 };
 use queuebox_core::{Destination, Secret, Source};
 use queuebox_engine::outbox::{OutboxTransforms, Route};
@@ -63,10 +63,6 @@ pub fn check_runnable(config: &Config) -> Result<(), StartError> {
                 source.kind.type_name()
             ));
         }
-    }
-    // Configured features whose engine part comes in a later build.
-    if config.outbox.capture_mode == CaptureMode::Notify {
-        gaps.push("LISTEN/NOTIFY wake-ups (outbox.capture.mode: notify)".to_owned());
     }
     if gaps.is_empty() {
         return Ok(());

@@ -652,3 +652,143 @@ async fn sec_5_static_header_values_echoed_by_a_receiver_are_redacted_everywhere
     }
     schema.drop().await;
 }
+
+/// OUT-57 (all but point 7, which is polling's, and point 6's `migrate: false` branch, covered
+/// by the schema guard tests): with `capture.mode: notify` and `pollIntervalMs: 5000`, the start
+/// creates the trigger, a row inserted while the poller sleeps arrives in well under the poll
+/// interval, the advisory `outbox-capture` component is up; the server ending the listening
+/// connection costs latency, never a message (polling delivers, readiness stays 200, a warning
+/// is logged); the listener reconnects by itself and notifications work again.
+#[tokio::test(flavor = "multi_thread")]
+async fn out_57_notify_wakes_the_poller_and_a_killed_listener_costs_latency_never_a_message() {
+    let schema = TestSchema::create("e2e_notify").await;
+    let receiver = Receiver::start(ok).await;
+    let app = format!("qb_notify_{}", std::process::id());
+    let cfg = format!(
+        r#"database:
+  url: "{db}&application_name={app}"
+  startupTimeoutMs: 10000
+server:
+  httpPort: 0
+outbox:
+  pollIntervalMs: 5000
+  capture:
+    mode: notify
+destinations:
+  receiver:
+    type: http
+    baseUrl: {url}
+routes:
+  - topicPattern: "**"
+    destination: receiver
+"#,
+        db = schema.queuebox_url(),
+        url = receiver.url()
+    );
+    let mut service = Service::start("notify", &cfg);
+    service.wait_for_log(
+        Duration::from_secs(20),
+        "Listening for outbox notifications",
+    );
+    let trigger = rows(
+        &schema,
+        "SELECT count(*) FROM pg_trigger WHERE tgname = 'queuebox_outbox_notify' \
+         AND tgrelid = 'outbox'::regclass",
+    )
+    .await;
+    assert_eq!(trigger[0].get::<_, i64>(0), 1, "SCH-25: created at start");
+    let mut body = String::new();
+    for _ in 0..100 {
+        let (status, b) = service.get("/health/ready");
+        body = b;
+        if status == 200 && body.contains(r#""outbox-capture":{"status":"up""#) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        body.contains(r#""outbox-capture":{"status":"up","advisory":true}"#),
+        "{body}"
+    );
+    // The first cycles found nothing, so the poller now sleeps its 5 s.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let inserted = std::time::Instant::now();
+    insert(
+        &schema,
+        "INSERT INTO outbox (topic, payload) VALUES ('t', '{\"n\": 1}')",
+    )
+    .await;
+    receiver
+        .wait_for(Duration::from_secs(10), "the notified row", |r| {
+            !r.is_empty()
+        })
+        .await;
+    assert!(
+        inserted.elapsed() < Duration::from_millis(2500),
+        "a notification ends the 5 s wait: {:?}",
+        inserted.elapsed()
+    );
+
+    // Point 4/5: the server ends the listening connection.
+    let killed = rows(
+        &schema,
+        &format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = '{app}' AND query = 'LISTEN queuebox_outbox'"
+        ),
+    )
+    .await;
+    assert_eq!(killed.len(), 1, "one listening connection per replica");
+    insert(
+        &schema,
+        "INSERT INTO outbox (topic, payload) VALUES ('t', '{\"n\": 2}')",
+    )
+    .await;
+    service.wait_for_log(
+        Duration::from_secs(10),
+        "The LISTEN connection of outbox.capture.mode notify failed",
+    );
+    let (status, body) = service.get("/health/ready");
+    assert_eq!(status, 200, "advisory: never fails readiness: {body}");
+    receiver
+        .wait_for(Duration::from_secs(20), "the row polling finds", |r| {
+            r.len() >= 2
+        })
+        .await;
+    service.wait_for_log(
+        Duration::from_secs(20),
+        "The LISTEN connection of outbox.capture.mode notify is open again",
+    );
+    // The poller is asleep again; a notification on the new connection ends the wait.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let inserted = std::time::Instant::now();
+    insert(
+        &schema,
+        "INSERT INTO outbox (topic, payload) VALUES ('t', '{\"n\": 3}')",
+    )
+    .await;
+    receiver
+        .wait_for(
+            Duration::from_secs(10),
+            "the row after the reconnect",
+            |r| r.len() >= 3,
+        )
+        .await;
+    assert!(
+        inserted.elapsed() < Duration::from_millis(2500),
+        "notifications work again after the reconnect: {:?}",
+        inserted.elapsed()
+    );
+    wait_until(Duration::from_secs(10), "every row sent", async || {
+        count_state(&schema, "sent").await == 3
+    })
+    .await;
+    let ns: Vec<i64> = receiver
+        .requests()
+        .iter()
+        .map(|r| r.json()["n"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ns, vec![1, 2, 3], "each row once");
+    assert_eq!(service.stop(), Some(0));
+    schema.drop().await;
+}

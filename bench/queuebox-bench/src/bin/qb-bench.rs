@@ -37,6 +37,13 @@ struct Args {
     steady_seconds: u64,
     #[arg(long, default_value_t = 100)]
     steady_tick_ms: u64,
+    /// Rows of the hot-key phase: every row under one key, drained beside its SQL floor
+    /// (0 skips the phase).
+    #[arg(long, default_value_t = 20_000)]
+    hot_rows: u64,
+    /// Skip the second steady run (`capture.mode: notify`, `pollIntervalMs` 5000).
+    #[arg(long)]
+    no_notify: bool,
     /// Where configuration files, logs and receiver records go (kept with --keep).
     #[arg(long)]
     work_dir: Option<PathBuf>,
@@ -103,6 +110,8 @@ async fn main() -> anyhow::Result<()> {
         steady_rate: args.steady_rate,
         steady_seconds: args.steady_seconds,
         steady_tick_ms: args.steady_tick_ms,
+        hot_rows: args.hot_rows,
+        steady_notify: !args.no_notify,
     };
     let date = text_of(Command::new("date").args(["-u", "+%Y-%m-%d %H:%M"]))
         .unwrap_or_else(|| "unknown date".to_owned());

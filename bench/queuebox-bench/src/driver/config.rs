@@ -10,6 +10,10 @@ pub struct Shape {
     pub concurrency: Option<u32>,
     /// The receiver's port; `None` for the SQL floor (no destination).
     pub receiver_port: Option<u16>,
+    /// `outbox.pollIntervalMs`; `None` leaves the default.
+    pub poll_interval_ms: Option<u64>,
+    /// `outbox.capture.mode: notify` (PostgreSQL LISTEN/NOTIFY wake-ups).
+    pub notify: bool,
 }
 
 pub fn yaml(database_url: &str, shape: Shape) -> String {
@@ -23,6 +27,12 @@ pub fn yaml(database_url: &str, shape: Shape) -> String {
     );
     if let Some(c) = shape.concurrency {
         out.push_str(&format!("  concurrency: {c}\n"));
+    }
+    if let Some(ms) = shape.poll_interval_ms {
+        out.push_str(&format!("  pollIntervalMs: {ms}\n"));
+    }
+    if shape.notify {
+        out.push_str("  capture:\n    mode: notify\n");
     }
     if let Some(port) = shape.receiver_port {
         out.push_str(&format!(
@@ -45,6 +55,8 @@ mod tests {
                 batch_size: 100,
                 concurrency: None,
                 receiver_port: Some(9),
+                poll_interval_ms: None,
+                notify: false,
             },
         );
         assert!(!text.contains("concurrency"));
@@ -55,8 +67,11 @@ mod tests {
                 batch_size: 100,
                 concurrency: Some(64),
                 receiver_port: None,
+                poll_interval_ms: Some(5000),
+                notify: true,
             },
         );
         assert!(floor.contains("concurrency: 64") && !floor.contains("routes"));
+        assert!(floor.contains("pollIntervalMs: 5000") && floor.contains("mode: notify"));
     }
 }

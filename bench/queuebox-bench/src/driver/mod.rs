@@ -36,6 +36,10 @@ pub struct Options {
     pub steady_rate: u64,
     pub steady_seconds: u64,
     pub steady_tick_ms: u64,
+    /// Rows of the hot-key phase (one key); 0 skips it.
+    pub hot_rows: u64,
+    /// Run the steady producer a second time with `capture.mode: notify`, `pollIntervalMs` 5000.
+    pub steady_notify: bool,
 }
 
 /// Wall clock, µs since the epoch: the same clock as the receiver's and the database's.
@@ -61,18 +65,40 @@ pub async fn run(
     drop(client);
     let load_start = procfs::loadavg();
 
+    use phases::{Capture, Rows};
+    let n = opts.rows;
     say("SQL floor, first run");
-    let mut floors = vec![phases::floor(opts, schemas, "floor1").await?];
+    let mut floors = vec![phases::floor(opts, schemas, "floor1", Rows::Spread, n).await?];
     say("drain, default concurrency");
     let (default_drain, payload_bytes) =
-        phases::drain(opts, schemas, "drain_default", None).await?;
+        phases::drain(opts, schemas, "drain_default", None, Rows::Spread, n).await?;
     say(&format!("drain, concurrency {}", opts.high_concurrency));
-    let (high_drain, _) =
-        phases::drain(opts, schemas, "drain_high", Some(opts.high_concurrency)).await?;
+    let high = Some(opts.high_concurrency);
+    let (high_drain, _) = phases::drain(opts, schemas, "drain_high", high, Rows::Spread, n).await?;
     say("SQL floor, second run");
-    floors.push(phases::floor(opts, schemas, "floor2").await?);
+    floors.push(phases::floor(opts, schemas, "floor2", Rows::Spread, n).await?);
     say("steady producer");
-    let steady = phases::steady(opts, schemas, "steady").await?;
+    let steady = phases::steady(opts, schemas, "steady", Capture::default()).await?;
+    let steady_notify = if opts.steady_notify {
+        say("steady producer, capture.mode notify, pollIntervalMs 5000");
+        let notify = Capture {
+            poll_interval_ms: Some(5000),
+            notify: true,
+        };
+        Some(phases::steady(opts, schemas, "steady_notify", notify).await?)
+    } else {
+        None
+    };
+    let hot = if opts.hot_rows > 0 {
+        let h = opts.hot_rows;
+        say(&format!("hot key: SQL floor of {h} rows of one key"));
+        let floor = phases::floor(opts, schemas, "hot_floor", Rows::HotKey, h).await?;
+        say(&format!("hot key: drain of {h} rows of one key"));
+        let (drain, _) = phases::drain(opts, schemas, "hot_drain", None, Rows::HotKey, h).await?;
+        Some((drain, floor))
+    } else {
+        None
+    };
     say("done");
 
     Ok(Outcome {
@@ -90,5 +116,7 @@ pub async fn run(
         floors,
         drains: vec![default_drain, high_drain],
         steady,
+        steady_notify,
+        hot,
     })
 }

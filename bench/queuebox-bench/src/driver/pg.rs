@@ -110,6 +110,14 @@ SELECT 'bench.order.created',
        clock_timestamp()
 FROM generate_series($1::int8, $2::int8) AS g(i)";
 
+/// The hot-key phase's rows: [`INSERT_ROWS`] with every row under the one key `hot`.
+pub fn hot_rows_sql() -> String {
+    INSERT_ROWS.replace(
+        "CASE WHEN i % 10 = 0 THEN NULL ELSE 'k' || ((i - i / 10) % 1000) END",
+        "'hot'",
+    )
+}
+
 /// Inserts rows `from..=to` in one statement (autocommit); returns the elapsed time in ms.
 pub async fn insert_rows(client: &Client, from: i64, to: i64) -> anyhow::Result<f64> {
     let started = Instant::now();
@@ -124,9 +132,19 @@ pub async fn insert_rows(client: &Client, from: i64, to: i64) -> anyhow::Result<
 /// their statistics become visible at the same commit (this server runs with autovacuum off,
 /// and without statistics the claim's plan scans every pending row: see bench/README.md).
 pub async fn insert_rows_analyzed(client: &mut Client, from: i64, to: i64) -> anyhow::Result<f64> {
+    insert_analyzed(client, INSERT_ROWS, from, to).await
+}
+
+/// [`insert_rows_analyzed`] with the statement given (the hot-key rows).
+pub async fn insert_analyzed(
+    client: &mut Client,
+    sql: &str,
+    from: i64,
+    to: i64,
+) -> anyhow::Result<f64> {
     let started = Instant::now();
     let tx = client.transaction().await?;
-    tx.execute(INSERT_ROWS, &[&from, &to])
+    tx.execute(sql, &[&from, &to])
         .await
         .context("inserting the benchmark rows")?;
     tx.batch_execute("ANALYZE outbox").await?;
@@ -146,6 +164,31 @@ pub async fn pending_index_scans(client: &Client) -> anyhow::Result<i64> {
         )
         .await?;
     Ok(row.get(0))
+}
+
+/// The claim sizes: the claim writes one `claimed_at` for all the rows it takes, so the rows per
+/// distinct `claimed_at` are the rows per claim. "p10 / p50 / p90 / mean (claims)".
+pub async fn claim_sizes(client: &Client) -> anyhow::Result<String> {
+    let row = client
+        .query_one(
+            "SELECT count(*)::int8, \
+                    COALESCE(percentile_disc(0.1) WITHIN GROUP (ORDER BY n), 0)::int8, \
+                    COALESCE(percentile_disc(0.5) WITHIN GROUP (ORDER BY n), 0)::int8, \
+                    COALESCE(percentile_disc(0.9) WITHIN GROUP (ORDER BY n), 0)::int8, \
+                    COALESCE(avg(n), 0)::float8 \
+             FROM (SELECT count(*) AS n FROM outbox WHERE claimed_at IS NOT NULL \
+                   GROUP BY claimed_at) c",
+            &[],
+        )
+        .await?;
+    Ok(format!(
+        "{} / {} / {} / {:.1} ({} claims)",
+        row.get::<_, i64>(1),
+        row.get::<_, i64>(2),
+        row.get::<_, i64>(3),
+        row.get::<_, f64>(4),
+        row.get::<_, i64>(0)
+    ))
 }
 
 /// Rows not yet in a final state.

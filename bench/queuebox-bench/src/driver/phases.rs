@@ -55,6 +55,31 @@ async fn place(
     })
 }
 
+/// How the measured QueueBox finds new rows.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Capture {
+    pub poll_interval_ms: Option<u64>,
+    pub notify: bool,
+}
+
+/// Which rows a drain or floor inserts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rows {
+    /// [`pg::INSERT_ROWS`]: 1,000 keys and keyless rows.
+    Spread,
+    /// Every row under one key.
+    HotKey,
+}
+
+impl Rows {
+    fn sql(self) -> String {
+        match self {
+            Rows::Spread => pg::INSERT_ROWS.to_owned(),
+            Rows::HotKey => pg::hot_rows_sql(),
+        }
+    }
+}
+
 /// A QueueBox delivering to a receiver, settled with an empty outbox.
 struct Running {
     place: Place,
@@ -69,12 +94,15 @@ async fn start(
     schemas: &Schemas,
     name: &str,
     concurrency: Option<u32>,
+    capture: Capture,
 ) -> anyhow::Result<Running> {
     let receiver = Receiver::start(&opts.bin_dir, &opts.work_dir, name).await?;
     let shape = Shape {
         batch_size: opts.batch_size,
         concurrency,
         receiver_port: Some(receiver.port),
+        poll_interval_ms: capture.poll_interval_ms,
+        notify: capture.notify,
     };
     let place = place(opts, schemas, name, shape).await?;
     let log = opts.work_dir.join(format!("{name}-queuebox.log"));
@@ -127,6 +155,7 @@ struct Ended {
     latency: stats::Latency,
     states: String,
     index_scans: i64,
+    claim_sizes: String,
 }
 
 async fn end(run: Running) -> anyhow::Result<(Ended, Place)> {
@@ -143,24 +172,27 @@ async fn end(run: Running) -> anyhow::Result<(Ended, Place)> {
         latency: stats::latency(&created, &receipts),
         states: pg::state_counts(&run.place.client).await?,
         index_scans: pg::pending_index_scans(&run.place.client).await?,
+        claim_sizes: pg::claim_sizes(&run.place.client).await?,
     };
     Ok((ended, run.place))
 }
 
-/// Drain `opts.rows` pending rows, inserted in one statement into a running QueueBox.
+/// Drain `count` pending rows, inserted in one statement into a running QueueBox.
 pub async fn drain(
     opts: &Options,
     schemas: &Schemas,
     name: &str,
     concurrency: Option<u32>,
+    which: Rows,
+    count: u64,
 ) -> anyhow::Result<(Drain, f64)> {
-    let run = start(opts, schemas, name, concurrency).await?;
+    let run = start(opts, schemas, name, concurrency, Capture::default()).await?;
     let load_before = procfs::loadavg();
-    let rows = opts.rows as i64;
+    let rows = count as i64;
     let mut run = run;
-    let insert_ms = pg::insert_rows_analyzed(&mut run.place.client, 1, rows).await?;
+    let insert_ms = pg::insert_analyzed(&mut run.place.client, &which.sql(), 1, rows).await?;
     let committed_us = now_us();
-    let marked_us = wait_done(&run, opts.rows).await?;
+    let marked_us = wait_done(&run, count).await?;
     let load_after = procfs::loadavg();
     let payload = pg::payload_bytes(&run.place.client).await?;
     let (idle, concurrency_used) = (run.idle, run.place.config.outbox.concurrency);
@@ -170,7 +202,7 @@ pub async fn drain(
     let drain = Drain {
         concurrency: concurrency_used,
         concurrency_is_default: concurrency.is_none(),
-        rows: opts.rows,
+        rows: count,
         insert_ms,
         drain_s: (l.last_receipt_us - committed_us) as f64 / 1e6,
         first_to_last_s: (l.last_receipt_us - l.first_receipt_us) as f64 / 1e6,
@@ -182,6 +214,7 @@ pub async fn drain(
         states: ended.states,
         complaints: ended.complaints,
         index_scans: ended.index_scans,
+        claim_sizes: ended.claim_sizes,
         load_before,
         load_after,
     };
@@ -189,14 +222,22 @@ pub async fn drain(
 }
 
 /// The SQL floor: `qb-sql-floor` on the same rows, same batch size.
-pub async fn floor(opts: &Options, schemas: &Schemas, name: &str) -> anyhow::Result<Floor> {
+pub async fn floor(
+    opts: &Options,
+    schemas: &Schemas,
+    name: &str,
+    which: Rows,
+    count: u64,
+) -> anyhow::Result<Floor> {
     let shape = Shape {
         batch_size: opts.batch_size,
         concurrency: None,
         receiver_port: None,
+        poll_interval_ms: None,
+        notify: false,
     };
     let mut place = place(opts, schemas, name, shape).await?;
-    pg::insert_rows_analyzed(&mut place.client, 1, opts.rows as i64).await?;
+    pg::insert_analyzed(&mut place.client, &which.sql(), 1, count as i64).await?;
     let load_before = procfs::loadavg();
     let output = Command::new(opts.bin_dir.join("qb-sql-floor"))
         .arg("--config")
@@ -234,20 +275,25 @@ pub async fn floor(opts: &Options, schemas: &Schemas, name: &str) -> anyhow::Res
     let index_scans = pg::pending_index_scans(&place.client).await?;
     schemas.drop(&place.client, &place.schema).await?;
     floor.index_scans = index_scans;
-    if floor.rows != opts.rows {
+    if floor.rows != count {
         bail!(
             "the floor marked {} of {} rows ({states})",
             floor.rows,
-            opts.rows
+            count
         );
     }
     Ok(floor)
 }
 
 /// The steady producer: `rate` rows/s as one INSERT of `rate × tick` rows every tick, into a
-/// running QueueBox with the default concurrency and poll interval.
-pub async fn steady(opts: &Options, schemas: &Schemas, name: &str) -> anyhow::Result<Steady> {
-    let run = start(opts, schemas, name, None).await?;
+/// running QueueBox with the default concurrency and the given capture.
+pub async fn steady(
+    opts: &Options,
+    schemas: &Schemas,
+    name: &str,
+    capture: Capture,
+) -> anyhow::Result<Steady> {
+    let run = start(opts, schemas, name, None, capture).await?;
     let load_before = procfs::loadavg();
     let per_tick = opts.steady_rate * opts.steady_tick_ms / 1000;
     let ticks = opts.steady_seconds * 1000 / opts.steady_tick_ms;
@@ -288,6 +334,7 @@ pub async fn steady(opts: &Options, schemas: &Schemas, name: &str) -> anyhow::Re
         insert_p99_ms: percentile_cont(&insert_ms, 0.99).unwrap_or(0.0),
         concurrency,
         poll_interval_ms: poll_ms,
+        capture: if capture.notify { "notify" } else { "polling" },
         latency: ended.latency,
         idle,
         end: ended.end,

@@ -39,6 +39,8 @@ pub struct Drain {
     pub complaints: usize,
     /// Scans of `idx_outbox_pending`: about one per claim statement.
     pub index_scans: i64,
+    /// Rows per claim: "p10 / p50 / p90 / mean (claims)" ([`crate::driver`]'s `claim_sizes`).
+    pub claim_sizes: String,
     pub load_before: String,
     pub load_after: String,
 }
@@ -82,6 +84,8 @@ pub struct Steady {
     pub insert_p99_ms: f64,
     pub concurrency: u32,
     pub poll_interval_ms: u64,
+    /// `polling` or `notify` (`outbox.capture.mode`).
+    pub capture: &'static str,
     pub latency: Latency,
     pub idle: Memory,
     pub end: Memory,
@@ -99,4 +103,8 @@ pub struct Outcome {
     pub floors: Vec<Floor>,
     pub drains: Vec<Drain>,
     pub steady: Steady,
+    /// The same producer with `capture.mode: notify` and `pollIntervalMs` 5000.
+    pub steady_notify: Option<Steady>,
+    /// One key's backlog: the drain and the SQL floor of the same rows (issue 16 item 4).
+    pub hot: Option<(Drain, Floor)>,
 }

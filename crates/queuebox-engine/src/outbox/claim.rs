@@ -1,6 +1,8 @@
-//! The claim cycle (OUT-53, OUT-54, OUT-56, OUT-18): claim when no row waits for a slot and
-//! fewer than `batchSize` are held, ask for the difference, go again at once after a full
-//! answer, otherwise wait `pollIntervalMs` or a wake-up.
+//! The claim cycle (OUT-53, OUT-54, OUT-56, OUT-18): a prefetch. Claim whenever the rows held
+//! (waiting for a slot plus publishing plus finishing) are fewer than `batchSize` and at most
+//! the low-water mark `max(batchSize / 2, concurrency)`, one claim at a time, asking for the
+//! difference; go again as soon as that holds after a full answer, otherwise wait
+//! `pollIntervalMs`, a wake-up, or a keyed row of this replica finishing.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -36,13 +38,14 @@ pub async fn run_claims(
 ) {
     let batch_size = shared.settings.batch_size;
     let poll = shared.settings.poll_interval;
+    let low_water = low_water(batch_size, shared.settings.concurrency);
     let mut counts = shared.held.subscribe();
     let mut failures = RepeatLog::default();
     loop {
         let ready = tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            ready = counts.wait_for(|c| c.queued == 0 && (c.held as u64) < u64::from(batch_size)) => {
+            ready = counts.wait_for(|c| wants_claim(c.held, batch_size, low_water)) => {
                 ready.map(|c| *c)
             }
         };
@@ -68,10 +71,13 @@ pub async fn run_claims(
                 if full {
                     continue;
                 }
+                // OUT-54: a short answer waits the poll interval, a wake-up (OUT-56/57) or a
+                // keyed row of this replica leaving (the next row of its key may be eligible).
                 tokio::select! {
                     biased;
                     () = stop.cancelled() => return,
                     () = wake.notified() => {}
+                    () = shared.held.keyed_row_left() => {}
                     () = tokio::time::sleep(poll) => {}
                 }
             }
@@ -94,10 +100,23 @@ pub async fn run_claims(
     }
 }
 
+/// OUT-54's low-water mark: `max(batchSize / 2, concurrency)`.
+pub fn low_water(batch_size: u32, concurrency: usize) -> u64 {
+    u64::from(batch_size / 2).max(u64::try_from(concurrency).unwrap_or(u64::MAX))
+}
+
+/// OUT-54: a claim cycle runs when fewer than `batchSize` rows are held and at most the
+/// low-water mark.
+pub fn wants_claim(held: usize, batch_size: u32, low_water: u64) -> bool {
+    let held = held as u64;
+    held < u64::from(batch_size) && held <= low_water
+}
+
 /// Registers a claimed row and hands it on: a row that ends at once goes to the writer, a
 /// routed one queues for a publish slot in claim order (OUT-53).
 fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow, lease_deadline: Instant) {
     let claim = row.claim;
+    let keyed = row.key.as_deref().is_some_and(|k| !k.is_empty());
     let claimed_at = Instant::now();
     let token = outlets.abandon.child_token();
     match prepare(row, &shared.routes) {
@@ -109,6 +128,7 @@ fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow, lease_deadl
                 log: Arc::clone(&log),
                 claimed_at,
                 lease_deadline,
+                keyed,
             };
             shared.held.insert(claim, entry);
             let _ = outlets.completions.send(Completion { write, log });
@@ -128,6 +148,7 @@ fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow, lease_deadl
                 log: Arc::clone(&log),
                 claimed_at,
                 lease_deadline,
+                keyed,
             };
             shared.held.insert(claim, entry);
             let job = Job {
@@ -143,5 +164,31 @@ fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow, lease_deadl
             };
             let _ = outlets.jobs.send(job);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_54_the_low_water_mark_is_half_the_batch_or_the_concurrency() {
+        assert_eq!(low_water(100, 8), 50);
+        assert_eq!(low_water(100, 64), 64);
+        assert_eq!(low_water(10, 64), 64);
+        assert_eq!(low_water(1, 1), 1);
+    }
+
+    #[test]
+    fn out_54_a_claim_runs_at_or_below_the_low_water_mark_and_below_the_batch() {
+        // batchSize 100, concurrency 8: claim again at 50 held, not at 51; never at 100.
+        let lw = low_water(100, 8);
+        assert!(wants_claim(0, 100, lw));
+        assert!(wants_claim(50, 100, lw));
+        assert!(!wants_claim(51, 100, lw));
+        // concurrency above the batch: the batch still bounds what is held (OUT-53).
+        let lw = low_water(10, 64);
+        assert!(wants_claim(9, 10, lw));
+        assert!(!wants_claim(10, 10, lw));
     }
 }

@@ -46,6 +46,9 @@ pub struct Entry {
     /// later, so this is never after the real end, whatever this process was doing meanwhile
     /// (a stall, a `SIGSTOP`): a publish is not started past it (OUT-43, [`lease_margin`]).
     pub lease_deadline: Instant,
+    /// The row has a key: when it leaves, the next row of its key may have become eligible, so
+    /// the claim loop's wait ends (OUT-54).
+    pub keyed: bool,
 }
 
 /// What [`HeldRows::start_publish`] decided.
@@ -70,6 +73,9 @@ pub fn lease_margin(claim_timeout: std::time::Duration) -> std::time::Duration {
 pub struct HeldRows {
     rows: Mutex<HashMap<Claim, Entry>>,
     counts: watch::Sender<Counts>,
+    /// Signalled when a keyed row leaves after its terminal write (OUT-54, third point). One
+    /// stored permit: any number of rows finished during a claim cycle end the next wait once.
+    keyed_left: tokio::sync::Notify,
 }
 
 impl HeldRows {
@@ -77,6 +83,7 @@ impl HeldRows {
         Self {
             rows: Mutex::new(HashMap::new()),
             counts: watch::Sender::new(Counts::default()),
+            keyed_left: tokio::sync::Notify::new(),
         }
     }
 
@@ -162,12 +169,22 @@ impl HeldRows {
         self.lock().keys().copied().collect()
     }
 
-    /// Stops holding a row (its terminal write is done or given up).
+    /// Stops holding a row (its terminal write is done or given up). A keyed row that leaves
+    /// ends the claim loop's wait (OUT-54).
     pub fn remove(&self, claim: &Claim) -> Option<Entry> {
         let mut rows = self.lock();
         let entry = rows.remove(claim);
         self.publish(&rows);
+        drop(rows);
+        if entry.as_ref().is_some_and(|e| e.keyed) {
+            self.keyed_left.notify_one();
+        }
         entry
+    }
+
+    /// Completes when a keyed row left since the last call (or while waiting).
+    pub async fn keyed_row_left(&self) {
+        self.keyed_left.notified().await;
     }
 
     /// OUT-43: the renewal reported these claims not renewed. Rows still queued or publishing
@@ -241,6 +258,7 @@ mod tests {
             }),
             claimed_at: Instant::now(),
             lease_deadline: Instant::now() + std::time::Duration::from_secs(60),
+            keyed: false,
         }
     }
 

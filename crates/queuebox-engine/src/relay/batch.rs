@@ -107,6 +107,7 @@ pub async fn forward(
     let Logs { renewals, forwards } = logs;
     let forwarding = async {
         let mut failed = false;
+        let mut forwarded = 0usize;
         for row in rows {
             if stop.is_cancelled() {
                 break;
@@ -114,8 +115,14 @@ pub async fn forward(
             if !held.start(row.claim) {
                 continue;
             }
-            failed |= !forward_one(shared, row, forwards).await;
+            failed |= !forward_one(shared, row, forwards, &mut forwarded).await;
             held.finish();
+        }
+        if forwarded > 0 {
+            // OUT-56, coalesced: one wake-up for the batch's forwards once they are committed,
+            // not one per row, so a stream of forwards costs about one outbox claim per relay
+            // batch instead of one per row (issue 16 item 3).
+            shared.outbox_wake.notify_one();
         }
         failed
     };
@@ -191,7 +198,12 @@ fn lost(shared: &RelayContext, log: &RelayLog, why: &str) {
 }
 
 /// RLY-9 for one row; `false` when the forward failed (RLY-12).
-async fn forward_one(shared: &RelayContext, row: RelayRow, failures: &mut RepeatLog) -> bool {
+async fn forward_one(
+    shared: &RelayContext,
+    row: RelayRow,
+    failures: &mut RepeatLog,
+    forwarded: &mut usize,
+) -> bool {
     let claim = row.claim;
     let mut log = RelayLog::of(&row);
     let Some(template) = shared.topics.get(&row.source) else {
@@ -218,8 +230,8 @@ async fn forward_one(shared: &RelayContext, row: RelayRow, failures: &mut Repeat
                 tracing::info!(repeats, "Forwarding inbox messages works again.");
             }
             shared.metrics.inbox_messages(InboxStatus::Forwarded).inc();
-            // OUT-56: the new outbox row is delivered without waiting for the poll interval.
-            shared.outbox_wake.notify_one();
+            // OUT-56: the batch wakes the poller once its forwards are done (`forward`).
+            *forwarded += 1;
             relay_event!(
                 Level::DEBUG,
                 log,

@@ -99,8 +99,8 @@ pub struct Relay {
 
 impl Relay {
     /// `wake` ends the relay's idle wait (RLY-14: the intake calls `notify_one` after it stores
-    /// a push row); `outbox_wake` is the outbox poller's, notified after each forward commits
-    /// (OUT-56).
+    /// a push row); `outbox_wake` is the outbox poller's, notified once after the forwards of each
+    /// relay batch commit (OUT-56, coalesced per batch).
     pub fn new(
         store: Arc<dyn RelayStore>,
         sources: Vec<RelaySource>,

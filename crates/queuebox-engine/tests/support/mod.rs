@@ -465,6 +465,8 @@ pub struct Faulty {
     /// The next this many terminal writes fail.
     pub fail_finishes: AtomicUsize,
     pub claims: AtomicUsize,
+    /// The `limit` of every claim, in order.
+    pub asked: Mutex<Vec<u32>>,
 }
 
 impl Faulty {
@@ -475,6 +477,7 @@ impl Faulty {
             fail_renewals: AtomicUsize::new(0),
             fail_finishes: AtomicUsize::new(0),
             claims: AtomicUsize::new(0),
+            asked: Mutex::new(Vec::new()),
         })
     }
 
@@ -505,6 +508,7 @@ impl OutboxStore for Faulty {
         lease: Duration,
     ) -> Result<Vec<queuebox_store::ClaimedRow>, queuebox_store::StoreError> {
         self.claims.fetch_add(1, Ordering::SeqCst);
+        self.asked.lock().unwrap().push(limit);
         if Self::take(&self.fail_claims) {
             return Err(Self::error("claiming outbox rows"));
         }

@@ -27,6 +27,8 @@ macro_rules! __conformance_case_list {
                 out_13_one_row_per_key_per_claim,
                 out_13_future_head_blocks_its_key,
                 out_13_processing_row_blocks_its_key,
+                out_13_a_backlog_of_one_key_hides_no_row_behind_it,
+                out_13_one_key_backlog_drains_in_order,
                 out_35_dead_head_releases_its_key,
                 out_15_limit_and_order,
                 out_16_claim_writes_token_times_and_lease,

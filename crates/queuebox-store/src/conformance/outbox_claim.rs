@@ -209,6 +209,80 @@ pub(crate) async fn out_35_dead_head_releases_its_key(factory: &dyn ConformanceF
     db.cleanup().await;
 }
 
+/// OUT-13/15 with a backlog of one key at the front (issue 16 item 4): the rows behind it that
+/// are eligible, keyless (NULL and empty) and the heads of other keys, are still claimed in
+/// claim order, and the backlog gives one row per claim. A small limit puts the other rows
+/// beyond the first rows in claim order that a store may read first (PostgreSQL reads
+/// `limit * 4`), so this also checks what a store finds past them.
+pub(crate) async fn out_13_a_backlog_of_one_key_hides_no_row_behind_it(
+    factory: &dyn ConformanceFactory,
+) {
+    let (db, store) = migrated(factory, "out13hot").await;
+    let layout = TableLayout::default();
+    let hot: Vec<NewOutboxRow> = (0..30).map(|_| NewOutboxRow::new("t").key("h")).collect();
+    db.insert_outbox(&layout, &hot).await;
+    let keyless = NewOutboxRow::new("t");
+    let empty = NewOutboxRow::new("t").key("");
+    let b1 = NewOutboxRow::new("t").key("b");
+    let b2 = NewOutboxRow::new("t").key("b");
+    let late_head = NewOutboxRow::new("t").key("c").scheduled_in_ms(HOUR_MS);
+    let behind_late = NewOutboxRow::new("t").key("c");
+    db.insert_outbox(
+        &layout,
+        &[
+            keyless.clone(),
+            empty.clone(),
+            b1.clone(),
+            b2.clone(),
+            late_head,
+            behind_late.clone(),
+        ],
+    )
+    .await;
+
+    let first = store.claim(3, LONG_LEASE).await.expect("claim");
+    assert_eq!(ids_of(&first), vec![hot[0].id, keyless.id, empty.id]);
+    let second = store.claim(3, LONG_LEASE).await.expect("claim");
+    assert_eq!(
+        ids_of(&second),
+        vec![b1.id],
+        "the head of b beyond the backlog; not b2, not c's rows behind a future head"
+    );
+    assert!(store.claim(3, LONG_LEASE).await.expect("claim").is_empty());
+    assert_eq!(
+        db.outbox_row(&layout, behind_late.id).await.state,
+        "pending"
+    );
+    db.cleanup().await;
+}
+
+/// OUT-13: one key's backlog drains strictly in insert order, one row per claim, each claim
+/// taking the next row as soon as the previous one is `sent`.
+pub(crate) async fn out_13_one_key_backlog_drains_in_order(factory: &dyn ConformanceFactory) {
+    let (db, store) = migrated(factory, "out13drain").await;
+    let layout = TableLayout::default();
+    let rows: Vec<NewOutboxRow> = (0..25).map(|_| NewOutboxRow::new("t").key("h")).collect();
+    db.insert_outbox(&layout, &rows).await;
+    let mut order = Vec::new();
+    for _ in 0..rows.len() {
+        let claimed = store.claim(2, LONG_LEASE).await.expect("claim");
+        assert_eq!(
+            claimed.len(),
+            1,
+            "one row of the key at a time: {claimed:?}"
+        );
+        assert!(store.claim(2, LONG_LEASE).await.expect("claim").is_empty());
+        order.push(claimed[0].claim.id.0);
+        let sent = TerminalWrite::Sent {
+            claim: claimed[0].claim,
+        };
+        assert_eq!(store.finish(&[sent]).await.expect("finish").len(), 1);
+    }
+    assert_eq!(order, rows.iter().map(|r| r.id).collect::<Vec<_>>());
+    assert!(store.claim(2, LONG_LEASE).await.expect("claim").is_empty());
+    db.cleanup().await;
+}
+
 /// OUT-15: the limit holds, and rows go in `scheduled_at`, then `sequence` order.
 pub(crate) async fn out_15_limit_and_order(factory: &dyn ConformanceFactory) {
     let (db, store) = migrated(factory, "out15").await;
