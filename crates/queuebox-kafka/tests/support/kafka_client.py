@@ -19,7 +19,7 @@ import json
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -69,15 +69,23 @@ def admin(bootstrap):
 def create_topic(bootstrap, topic, partitions):
     client = admin(bootstrap)
     futures = client.create_topics([NewTopic(topic, num_partitions=int(partitions), replication_factor=1)])
+    wanted = int(partitions)
     for future in futures.values():
-        future.result(30)
+        try:
+            future.result(30)
+        except KafkaException as err:
+            # A client's metadata request may have created it already (auto-creation, with the
+            # broker's default partition count).
+            if err.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+            wanted = None
     # The topic is usable once its metadata lists every partition.
     deadline = time.time() + 30
     while time.time() < deadline:
         meta = client.list_topics(topic, timeout=10)
         found = meta.topics.get(topic)
-        if found is not None and found.error is None and len(found.partitions) == int(partitions):
-            out({"created": topic, "partitions": int(partitions)})
+        if found is not None and found.error is None and len(found.partitions) in (wanted, len(found.partitions) if wanted is None else wanted):
+            out({"created": topic, "partitions": len(found.partitions)})
             return
         time.sleep(0.2)
     raise SystemExit(f"topic {topic} has no metadata after 30 s")
