@@ -167,3 +167,54 @@ async fn dst_42_an_unreachable_broker_fails_the_publish_within_the_timeout() {
     );
     events.close().await;
 }
+
+/// DST-37 for Kafka, DST-39, DST-42: publishes running at once (as `outbox.concurrency` runs
+/// them) each get their own acknowledgement, and every acknowledged record is on the broker.
+#[tokio::test(flavor = "multi_thread")]
+async fn dst_39_concurrent_publishes_each_acknowledged_all_reach_the_broker() {
+    let bootstrap = shared_bootstrap();
+    let topic = TestTopic::create(&bootstrap, "concurrent", 1);
+    let events = destination(&format!("topic: {}", topic.name), &bootstrap, "");
+    let total = 2000;
+    let semaphore = std::sync::Arc::new(tokio::sync::Semaphore::new(8));
+    let mut tasks = Vec::new();
+    for i in 0..total {
+        let events = std::sync::Arc::clone(&events);
+        let permit = std::sync::Arc::clone(&semaphore)
+            .acquire_owned()
+            .await
+            .unwrap();
+        tasks.push(tokio::spawn(async move {
+            let message = row("t", None, &format!(r#"{{"n":{i}}}"#));
+            let outcome = events.publish(&message).await;
+            drop(permit);
+            (message.id.to_string(), outcome)
+        }));
+    }
+    let mut acknowledged = std::collections::HashSet::new();
+    for task in tasks {
+        let (id, outcome) = task.await.unwrap();
+        assert_eq!(outcome, Outcome::Delivered);
+        acknowledged.insert(id);
+    }
+    let records = topic.records();
+    let on_broker: std::collections::HashSet<String> = records
+        .iter()
+        .filter_map(|r| {
+            r["headers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|h| h[0] == "x-message-id")
+                .map(|h| h[1].as_str().unwrap().to_owned())
+        })
+        .collect();
+    let missing: Vec<&String> = acknowledged.difference(&on_broker).collect();
+    assert!(
+        missing.is_empty(),
+        "{} of {total} acknowledged records are not on the broker ({} records read)",
+        missing.len(),
+        records.len()
+    );
+    events.close().await;
+}

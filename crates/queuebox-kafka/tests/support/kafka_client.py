@@ -153,26 +153,23 @@ def text(value):
 
 
 def read(bootstrap, topic):
+    """Every record of the topic. tansu's high watermark can lag its log (it reported 1 for a
+    partition holding 2000 records), so the read ends after 2 s without a record, not at it."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"qb-reader-{time.time_ns()}", "enable.auto.commit": False})
     meta = consumer.list_topics(topic, timeout=10)
     partitions = sorted(meta.topics[topic].partitions)
-    highs = {}
-    for p in partitions:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-        highs[p] = high
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions if highs[p] > 0])
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
     records = []
-    done = {p for p in partitions if highs[p] == 0}
-    deadline = time.time() + 60
-    while len(done) < len(partitions) and time.time() < deadline:
-        msg = consumer.poll(0.5)
+    idle_since = time.time()
+    deadline = time.time() + 120
+    while time.time() - idle_since < 2.0 and time.time() < deadline:
+        msg = consumer.poll(0.25)
         if msg is None:
             continue
         if msg.error():
             raise SystemExit(str(msg.error()))
         records.append(msg)
-        if msg.offset() + 1 >= highs[msg.partition()]:
-            done.add(msg.partition())
+        idle_since = time.time()
     consumer.close()
     records.sort(key=lambda m: (m.partition(), m.offset()))
     for m in records:
