@@ -232,3 +232,38 @@ async fn inb_66_a_rebalance_loses_nothing() {
     first.stop().await;
     second.stop().await;
 }
+
+/// INB-64, INB-69: one poll takes at most `maxPollRecords` records, and the next poll waits for
+/// their outcomes (nothing more reaches the intake while they are open); readiness
+/// `kafka.<source>` is up while the consumer is subscribed to a reachable broker.
+#[tokio::test(flavor = "multi_thread")]
+async fn inb_64_a_poll_takes_at_most_max_poll_records_and_waits_for_their_outcomes() {
+    let bootstrap = shared_bootstrap();
+    let topic = TestTopic::create(&bootstrap, "maxpoll", 1);
+    let group = unique("g-maxpoll");
+    let (intake, gate) = ScriptedIntake::held();
+    py_publish(&bootstrap, &numbered(&topic, 0, 10));
+    let source = source(&topic, &group, "    maxPollRecords: 3\n");
+    let readiness = source.readiness();
+    assert_eq!(readiness.len(), 1);
+    assert_eq!(readiness[0].name(), "kafka.orders");
+    let running = run(source, intake.clone()).await;
+    assert!(
+        readiness[0].check().await.is_ok(),
+        "INB-69: up once subscribed and connected"
+    );
+    eventually(Duration::from_secs(60), "the first poll", || {
+        intake.count() >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let first = intake.count();
+    assert!((1..=3).contains(&first), "at most maxPollRecords: {first}");
+    gate.add_permits(100);
+    eventually(Duration::from_secs(30), "every record", || {
+        intake.count() >= 10
+    })
+    .await;
+    assert_eq!(intake.count(), 10);
+    running.stop().await;
+}

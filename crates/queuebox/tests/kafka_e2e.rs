@@ -287,6 +287,11 @@ async fn inb_31_inb_56_records_from_confluent_kafka_land_once_each_and_push_rows
         service.metric("queuebox_inbox_messages_total{status=\"duplicate\"}"),
         Some(1.0)
     );
+    // INB-69: both consumers are subscribed and connected.
+    let (status, body) = service.get("/health/ready");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""kafka.orders":{"status":"up""#), "{body}");
+    assert!(body.contains(r#""kafka.jobs":{"status":"up""#), "{body}");
     // INB-66: every record of both topics is committed, the duplicate and the dead ones too.
     wait_committed(&orders, &group, &[8], Duration::from_secs(20)).await;
     wait_committed(&jobs, &group, &[1], Duration::from_secs(20)).await;
