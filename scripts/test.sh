@@ -24,8 +24,10 @@ record() { # suite, passed, failed[, extra]
 # contract cases (queuebox-inbox, Go) need it. RabbitMQ: the queuebox-amqp tests and the
 # binary's RabbitMQ end-to-end tests. NATS with JetStream: the NATS source and destination tests
 # (crates/queuebox-nats, crates/queuebox/tests/nats_e2e.rs), which also run private nats-server
-# instances of their own.
-if ! scripts/services.sh postgres mariadb rabbitmq nats; then
+# instances of their own. Kafka: the tansu broker on 127.0.0.1:19092 for the Kafka source and
+# destination tests (crates/queuebox-kafka, crates/queuebox/tests/kafka_e2e.rs), which also run
+# a private tansu of their own for the restart test.
+if ! scripts/services.sh postgres mariadb rabbitmq nats kafka; then
     echo "test.sh: a server the tests need could not be started" >&2
     failed=1
 fi

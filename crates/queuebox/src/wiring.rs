@@ -43,7 +43,7 @@ pub fn check_runnable(config: &Config) -> Result<(), StartError> {
             | DestinationKind::Log(_)
             | DestinationKind::Rabbitmq(_)
             | DestinationKind::Nats(_) => true,
-            DestinationKind::Kafka(_) => false,
+            DestinationKind::Kafka(_) => cfg!(feature = "kafka"),
         };
         if !runnable {
             gaps.push(format!(
@@ -55,7 +55,7 @@ pub fn check_runnable(config: &Config) -> Result<(), StartError> {
     for (name, source) in &config.sources {
         let runnable = match source.kind {
             SourceKind::Http(_) | SourceKind::Rabbitmq(_) | SourceKind::Nats(_) => true,
-            SourceKind::Kafka(_) => false,
+            SourceKind::Kafka(_) => cfg!(feature = "kafka"),
         };
         if !runnable {
             gaps.push(format!(
@@ -132,6 +132,9 @@ pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, S
     let mut outbound_urls = Vec::new();
     // A route to a RabbitMQ destination carries its own routing key rule (DST-21).
     let mut rabbitmq: BTreeMap<&str, Arc<RabbitmqDestination>> = BTreeMap::new();
+    // So does a route to a Kafka destination (its record key, DST-21).
+    #[cfg(feature = "kafka")]
+    let mut kafka: BTreeMap<&str, Arc<queuebox_kafka::KafkaDestination>> = BTreeMap::new();
     for (name, destination) in &config.destinations {
         let built: Arc<dyn Destination> = match &destination.kind {
             DestinationKind::Http(_) => {
@@ -164,7 +167,22 @@ pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, S
                 NatsDestination::from_config(destination)
                     .map_err(|err| StartError::new("build the destinations", err))?,
             ),
-            // `check_runnable` has refused these before we get here.
+            #[cfg(feature = "kafka")]
+            DestinationKind::Kafka(_) => {
+                let settings = queuebox_kafka::KafkaDestinationSettings::from_config(destination)
+                    .ok_or_else(|| {
+                    StartError::new(
+                        "build the destinations",
+                        format!("'{name}' is not a kafka destination"),
+                    )
+                })?;
+                let built = queuebox_kafka::KafkaDestination::new(settings)
+                    .map_err(|err| StartError::new("build the destinations", err))?;
+                kafka.insert(name, Arc::clone(&built));
+                built
+            }
+            // `check_runnable` has refused this before we get here (a build without `kafka`).
+            #[cfg(not(feature = "kafka"))]
             DestinationKind::Kafka(_) => {
                 return Err(StartError::new(
                     "build the destinations",
@@ -193,6 +211,11 @@ pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, S
                     )
                 })?;
             let destination = match rabbitmq.get(route.destination.as_str()) {
+                Some(broker) => broker.for_route(route),
+                None => destination,
+            };
+            #[cfg(feature = "kafka")]
+            let destination = match kafka.get(route.destination.as_str()) {
                 Some(broker) => broker.for_route(route),
                 None => destination,
             };
@@ -268,7 +291,16 @@ pub fn build_sources(config: &Config, metrics: &Metrics) -> Result<SourceParts, 
             SourceKind::Nats(_) => parts
                 .brokers
                 .push(Box::new(NatsSource::from_config(source))),
-            // `check_runnable` has refused these before we get here.
+            #[cfg(feature = "kafka")]
+            SourceKind::Kafka(_) => {
+                let settings = queuebox_kafka::KafkaSourceSettings::from_config(source)
+                    .ok_or_else(|| failed(format!("'{name}' is not a kafka source")))?;
+                parts
+                    .brokers
+                    .push(Box::new(queuebox_kafka::KafkaSource::new(settings)));
+            }
+            // `check_runnable` has refused this before we get here (a build without `kafka`).
+            #[cfg(not(feature = "kafka"))]
             SourceKind::Kafka(_) => {
                 return Err(failed(format!(
                     "this build of QueueBox has no consumer for '{name}' of type '{}'",
