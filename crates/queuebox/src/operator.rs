@@ -864,6 +864,7 @@ fn progress(total: u64) -> ProgressBar {
     if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} rows") {
         bar.set_style(style);
     }
+    bar.tick();
     bar
 }
 
