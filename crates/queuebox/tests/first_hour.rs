@@ -9,6 +9,134 @@ use std::time::{Duration, Instant};
 
 use support::process::{Scratch, log_messages, queuebox, stderr, stdout};
 
+/// `queuebox migrate` on this `database` block (no port, so tests run side by side); its exit
+/// code, how long it took, and its log messages.
+fn migrate(label: &str, database: &str) -> (Option<i32>, Duration, Vec<String>) {
+    let scratch = Scratch::new(label);
+    let file = scratch.write("q.yml", &format!("database:\n{database}"));
+    let started = Instant::now();
+    let output = queuebox(scratch.path())
+        .args(["migrate", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        started.elapsed(),
+        log_messages(&stderr(&output)),
+    )
+}
+
+/// A PostgreSQL URL on the test server with another user or database.
+fn pg_url(user: &str, database: &str) -> String {
+    let base = url::Url::parse(&support::pg::server_url()).unwrap();
+    format!(
+        "postgres://{user}@{}:{}/{database}?sslmode=disable",
+        base.host_str().unwrap(),
+        base.port().unwrap_or(5432)
+    )
+}
+
+/// Item 1: a permanent refusal stops the start at once (well inside the 60 s limit), with the
+/// server's reason and the fix.
+#[test]
+fn issue_14_1_permanent_database_refusals_stop_at_once_with_the_fix() {
+    let unique = format!("qb_fh_{}", std::process::id());
+    let mysql = url::Url::parse(&support::mysql::server_url()).unwrap();
+    let mysql_at = format!(
+        "{}:{}",
+        mysql.host_str().unwrap(),
+        mysql.port().unwrap_or(3306)
+    );
+    let garbage = Scratch::new("fh-notdb");
+    let not_a_database = garbage.write("qb.db", &"not a database ".repeat(300));
+    let cases = [
+        (
+            format!("  url: \"{}\"\n", pg_url("postgres", &unique)),
+            format!(
+                "database \"{unique}\" does not exist (SQLSTATE 3D000). Create the database (createdb {unique}), or fix the database name in database.url."
+            ),
+        ),
+        (
+            format!("  url: \"{}\"\n", pg_url(&unique, "test")),
+            format!(
+                "role \"{unique}\" does not exist (SQLSTATE 28000). Create the role (createuser {unique}), or set database.username (or the user in database.url) to one that exists."
+            ),
+        ),
+        (
+            format!(
+                "  type: mysql\n  url: \"mysql://{}@{mysql_at}/{unique}\"\n",
+                mysql.username()
+            ),
+            format!(
+                "Unknown database '{unique}' (MySQL error 1049). Create the database (CREATE DATABASE `{unique}`), or fix its name in database.url."
+            ),
+        ),
+        (
+            format!("  type: mysql\n  url: \"mysql://{unique}@{mysql_at}/test\"\n"),
+            "(MySQL error 1045). Check the user and password".to_owned(),
+        ),
+        (
+            format!(
+                "  type: sqlite\n  url: \"sqlite://{}\"\n",
+                not_a_database.display()
+            ),
+            format!(
+                "file is not a database (SQLite error 26). {} is not a QueueBox SQLite database",
+                not_a_database.display()
+            ),
+        ),
+    ];
+    for (database, expected) in cases {
+        let (code, took, messages) = migrate("fh-refused", &database);
+        assert_eq!(code, Some(1), "{database}: {messages:?}");
+        assert!(took < Duration::from_secs(10), "{database}: took {took:?}");
+        let last = messages.last().expect("a failure line");
+        assert!(
+            last.starts_with("QueueBox could not connect to the database. Reason: ")
+                && last.contains(&expected),
+            "{database}: {last}"
+        );
+        assert!(
+            !messages
+                .iter()
+                .any(|m| m.starts_with("Waiting for the database")),
+            "{messages:?}"
+        );
+    }
+}
+
+/// Item 1: an unreachable database is waited for until `startupTimeoutMs`, with a warn line at
+/// the first failure and every few seconds after: what it waits for, how long so far, the key.
+#[test]
+fn issue_14_1_an_unreachable_database_is_waited_for_with_warn_lines() {
+    let (code, took, messages) = migrate(
+        "fh-waiting",
+        "  url: \"postgres://app@127.0.0.1:1/app?sslmode=disable\"\n  startupTimeoutMs: 8000\n",
+    );
+    assert_eq!(code, Some(1));
+    assert!(took >= Duration::from_millis(7900), "{took:?}");
+    let waiting: Vec<&String> = messages
+        .iter()
+        .filter(|m| m.starts_with("Waiting for the database at 127.0.0.1:1 ("))
+        .collect();
+    assert_eq!(waiting.len(), 2, "{messages:?}");
+    assert!(
+        waiting[0]
+            .ends_with("): 0 s so far; the start gives up after 8 s (database.startupTimeoutMs)."),
+        "{}",
+        waiting[0]
+    );
+    assert!(waiting[1].contains("): 7 s so far;"), "{}", waiting[1]);
+    assert!(
+        messages
+            .last()
+            .unwrap()
+            .starts_with("QueueBox could not connect to the database. Reason: 127.0.0.1:1 did not answer within 8000 ms"),
+        "{messages:?}"
+    );
+}
+
 /// Item 2: `run` prints the report `check` prints, byte for byte, as text on stderr, whatever
 /// `log.format` is, and exits 1.
 #[test]
