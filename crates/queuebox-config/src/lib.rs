@@ -53,3 +53,4 @@ pub use queuebox_core::database::{
     DatabaseConfig, DatabaseTarget, DatabaseType, MysqlSslMode, MysqlTarget, PgSslMode,
     PostgresTarget, SqliteTarget,
 };
+pub use schema::json_schema;

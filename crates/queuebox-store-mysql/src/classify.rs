@@ -4,7 +4,7 @@
 
 use mysql_async::Error;
 use queuebox_core::Secret;
-use queuebox_store::StoreErrorKind;
+use queuebox_store::{Attempt, StoreErrorKind};
 
 /// MySQL / MariaDB server error numbers that mean "lost a race; the same call may succeed":
 /// 1205 lock wait timeout (row locks, and metadata locks past `lock_wait_timeout`), 1213
@@ -45,6 +45,57 @@ pub(crate) fn kind(err: &Error) -> StoreErrorKind {
     }
 }
 
+/// A failed try at start as a retry or a refusal (issue 14 item 1). Access denied (1045, and
+/// 1698 for a socket-authenticated account), no access to the database (1044), an unknown
+/// database (1049), a server that requires TLS (3159: this build has no TLS client) and an
+/// authentication method the driver cannot speak (1251) do not change by waiting; a refused or
+/// lost connection, or a server still starting, does.
+pub(crate) fn attempt(err: &Error, reason: String, user: &str, database: &str) -> Attempt {
+    let Error::Server(server) = err else {
+        return Attempt::Retry(reason);
+    };
+    let fix = match server.code {
+        1045 | 1698 => format!(
+            "Check the user and password (database.username, database.password, or the ones in database.url), and that the account {user} may connect from this host."
+        ),
+        1044 => format!("Grant the account its rights: GRANT ALL ON `{database}`.* TO {user}."),
+        1049 => format!(
+            "Create the database (CREATE DATABASE `{database}`), or fix its name in database.url."
+        ),
+        3159 => "The server requires TLS, which this build's MySQL client does not speak; allow this account without TLS (REQUIRE NONE).".to_owned(),
+        1251 => "Give the account an authentication method the client supports (caching_sha2_password or mysql_native_password).".to_owned(),
+        _ => return Attempt::Retry(reason),
+    };
+    Attempt::Refused { reason, fix }
+}
+
+/// CFG-38: MySQL 8.0.13 or later, MariaDB 10.6 or later, from `SELECT VERSION()`
+/// (`8.0.36`, `10.11.6-MariaDB-1:10.11.6+maria~ubu2204`). A version that does not read as
+/// numbers is let through: the schema guard and the statements still check what they need.
+pub(crate) fn check_version(version: &str) -> Result<(), Attempt> {
+    let mariadb = version.to_ascii_lowercase().contains("mariadb");
+    let numbers: Vec<u32> = version
+        .split(|c: char| !c.is_ascii_digit())
+        .take(3)
+        .map_while(|part| part.parse().ok())
+        .collect();
+    let [major, minor, patch] = numbers[..] else {
+        return Ok(());
+    };
+    let (oldest, name) = if mariadb {
+        ((10, 6, 0), "MariaDB 10.6")
+    } else {
+        ((8, 0, 13), "MySQL 8.0.13")
+    };
+    if (major, minor, patch) < oldest {
+        return Err(Attempt::Refused {
+            reason: format!("the server is version {version}, and QueueBox needs {name} or later"),
+            fix: "Upgrade the server, or point database.url at one that is new enough.".to_owned(),
+        });
+    }
+    Ok(())
+}
+
 /// A reason for a driver error.
 pub(crate) fn reason(err: &Error, password: &Secret) -> String {
     let text = match err {
@@ -76,6 +127,26 @@ pub(crate) fn scrub(text: String, password: &Secret) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_14_1_old_servers_are_refused_and_current_ones_pass() {
+        for ok in [
+            "8.0.13",
+            "8.4.2",
+            "10.6.0-MariaDB",
+            "10.11.6-MariaDB-1:10.11.6+maria~ubu2204",
+            "11.4.2-MariaDB",
+            "odd",
+        ] {
+            assert_eq!(check_version(ok), Ok(()), "{ok}");
+        }
+        for old in ["8.0.12", "5.7.44", "10.5.9-MariaDB"] {
+            assert!(
+                matches!(check_version(old), Err(Attempt::Refused { .. })),
+                "{old}"
+            );
+        }
+    }
     use mysql_async::ServerError;
 
     fn server(code: u16) -> Error {

@@ -40,6 +40,7 @@ macro_rules! files {
 
 files! {
     PING = "ping.sql";
+    SERVER_VERSION = "server_version.sql";
     TABLE_EXISTS = "catalog/table_exists.sql";
     COLUMNS = "catalog/columns.sql";
     UNIQUE_KEYS = "catalog/unique_keys.sql";
@@ -221,6 +222,7 @@ fn with<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
 #[derive(Debug)]
 pub(crate) struct Statements {
     pub(crate) ping: Stmt,
+    pub(crate) server_version: Stmt,
     pub(crate) table_exists: Stmt,
     pub(crate) columns: Stmt,
     pub(crate) unique_keys: Stmt,
@@ -291,6 +293,7 @@ impl Statements {
         let none: &[&str] = &[];
         Ok(Self {
             ping: o(PING, none)?,
+            server_version: o(SERVER_VERSION, none)?,
             table_exists: o(TABLE_EXISTS, &["name"])?,
             columns: o(COLUMNS, &["name"])?,
             unique_keys: o(UNIQUE_KEYS, &["name"])?,

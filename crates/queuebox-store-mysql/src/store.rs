@@ -4,7 +4,7 @@
 //! umbrella `Store` implementations.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
@@ -21,10 +21,6 @@ use crate::dialect::MysqlDialect;
 use crate::guard;
 use crate::migrate::MysqlMigrationBackend;
 use crate::sql::{IdIndexes, Statements, Stmt};
-
-/// First pause between connection attempts at start, doubled up to [`MAX_BACKOFF`] (CFG-37).
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Prepared statements kept per connection: every file of `queries/` fits.
 const STATEMENT_CACHE: usize = 128;
@@ -179,37 +175,31 @@ impl MysqlStore {
     }
 
     /// Tries to reach the database until it answers or `database.startupTimeoutMs` runs out,
-    /// pausing 250 ms, doubling, at most 5 s between tries (CFG-37).
+    /// pausing 250 ms, doubling, at most 5 s between tries (CFG-37). A permanent refusal (access
+    /// denied, an unknown database, TLS required, a server too old) stops the wait at once
+    /// (issue 14 item 1).
     async fn wait_for_database(&self, db: &DatabaseConfig) -> Result<(), StoreError> {
-        let deadline = Instant::now() + Duration::from_millis(db.startup_timeout_ms);
-        let mut backoff = FIRST_BACKOFF;
-        let mut last_reason = "no answer".to_owned();
-        loop {
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            if remaining.is_zero() {
-                break;
-            }
+        let (user, database) = match &db.target {
+            DatabaseTarget::Mysql(target) => (target.user.clone(), target.database.clone()),
+            _ => (String::new(), String::new()),
+        };
+        queuebox_store::wait_for_database(&db.host_port, db.startup_timeout_ms, || async {
             let once = async {
                 let mut conn = self.pool.get_conn().await?;
-                conn.query_drop(&self.sql.ping.sql).await
+                conn.query_first::<String, _>(&self.sql.server_version.sql)
+                    .await
             };
-            match tokio::time::timeout(remaining, once).await {
-                Ok(Ok(())) => return Ok(()),
-                Ok(Err(err)) => {
-                    last_reason = classify::reason(&err, &self.password);
-                    tracing::debug!(host_port = %db.host_port, reason = %last_reason, "database not reachable yet");
-                }
-                Err(_) => break,
+            match once.await {
+                Ok(version) => classify::check_version(version.as_deref().unwrap_or("")),
+                Err(err) => Err(classify::attempt(
+                    &err,
+                    classify::reason(&err, &self.password),
+                    &user,
+                    &database,
+                )),
             }
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            tokio::time::sleep(backoff.min(remaining)).await;
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-        }
-        Err(StoreError::NotReachable {
-            host_port: db.host_port.clone(),
-            waited_ms: db.startup_timeout_ms,
-            reason: last_reason,
         })
+        .await
     }
 
     /// A driver error as the store error of its kind, redacted.

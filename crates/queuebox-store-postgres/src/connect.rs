@@ -3,17 +3,12 @@
 
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use queuebox_core::database::{DatabaseConfig, PgSslMode, PostgresTarget};
-use queuebox_store::StoreError;
-use tokio::time::Instant;
+use queuebox_store::{Attempt, StoreError};
 use tokio_postgres::config::SslMode;
 
 use crate::{redact, sql, tls};
-
-/// The first pause between tries, doubled after each failed try up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(250);
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// The session settings QueueBox sets on every connection it opens (operations.md, "Several
 /// replicas"), so that one stalled or vanished replica cannot hold up the others:
@@ -105,49 +100,97 @@ pub(crate) fn build_pool(db: &DatabaseConfig, target: &PostgresTarget) -> Result
         })
 }
 
+/// The oldest server QueueBox runs on (config.md CFG-38), as `server_version_num`.
+const OLDEST_SERVER: i64 = 140000;
+
 /// Tries to reach the database until it answers or `database.startupTimeoutMs` runs out,
-/// pausing 250 ms, doubling, at most 5 s between tries (CFG-37).
+/// pausing 250 ms, doubling, at most 5 s between tries (CFG-37). A permanent refusal (a wrong
+/// password, a role or database that does not exist, TLS refused, a server older than 14)
+/// stops the wait at once (issue 14 item 1).
 pub(crate) async fn wait_for_database(
     pool: &Pool,
     db: &DatabaseConfig,
     target: &PostgresTarget,
 ) -> Result<(), StoreError> {
-    let startup = Duration::from_millis(db.startup_timeout_ms);
-    let deadline = Instant::now() + startup;
-    let mut backoff = FIRST_BACKOFF;
-    let mut last_reason = "no answer".to_owned();
-    loop {
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            break;
-        }
-        match tokio::time::timeout(remaining, try_once(pool, target)).await {
-            Ok(Ok(())) => return Ok(()),
-            Ok(Err(reason)) => {
-                tracing::debug!(host_port = %db.host_port, %reason, "database not reachable yet");
-                last_reason = reason;
-            }
-            Err(_) => break,
-        }
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        tokio::time::sleep(backoff.min(remaining)).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
-    }
-    Err(StoreError::NotReachable {
-        host_port: db.host_port.clone(),
-        waited_ms: db.startup_timeout_ms,
-        reason: last_reason,
+    queuebox_store::wait_for_database(&db.host_port, db.startup_timeout_ms, || {
+        try_once(pool, target)
     })
+    .await
 }
 
-async fn try_once(pool: &Pool, target: &PostgresTarget) -> Result<(), String> {
-    let client = pool
-        .get()
+async fn try_once(pool: &Pool, target: &PostgresTarget) -> Result<(), Attempt> {
+    let client = pool.get().await.map_err(|e| {
+        let reason = redact::pool_error(&e, &target.password);
+        let code = match &e {
+            PoolError::Backend(e) => e.code().map(|c| c.code().to_owned()),
+            _ => None,
+        };
+        attempt(code.as_deref(), reason, target)
+    })?;
+    let rows = client
+        .simple_query(sql::SERVER_VERSION)
         .await
-        .map_err(|e| redact::pool_error(&e, &target.password))?;
-    client
-        .simple_query(sql::PING)
-        .await
-        .map(|_| ())
-        .map_err(|e| redact::pg_error(&e, &target.password))
+        .map_err(|e| {
+            let reason = redact::pg_error(&e, &target.password);
+            attempt(e.code().map(|c| c.code()), reason, target)
+        })?;
+    let version = rows.iter().find_map(|message| match message {
+        tokio_postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+        _ => None,
+    });
+    match version.as_deref().map(str::parse::<i64>) {
+        Some(Ok(number)) if number < OLDEST_SERVER => Err(Attempt::Refused {
+            reason: format!(
+                "the server is PostgreSQL {}.{}, and QueueBox needs PostgreSQL 14 or later",
+                number / 10000,
+                number % 10000 / 100
+            ),
+            fix: "Upgrade the server, or point database.url at one that is 14 or later.".to_owned(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// A failed try as a retry or a refusal, by the SQLSTATE the server sent or, without one, by
+/// the TLS failure the driver saw. Everything else (refused, timed out, the server starting
+/// up: 57P03) is worth another try.
+pub(crate) fn attempt(code: Option<&str>, reason: String, target: &PostgresTarget) -> Attempt {
+    let user = &target.user;
+    let database = target.database.as_deref().unwrap_or(user);
+    let fix = match code {
+        // invalid_password
+        Some("28P01") => Some(
+            "Check the password: database.password, or the password in database.url.".to_owned(),
+        ),
+        // invalid_authorization_specification: no such role, or no pg_hba.conf line (which
+        // is also how a server that requires TLS refuses a connection without it).
+        Some("28000") if reason.contains("pg_hba.conf") => Some(
+            "Allow this host, user and database in the server's pg_hba.conf; a hostssl line needs sslmode=require in database.url.".to_owned(),
+        ),
+        Some("28000") => Some(format!(
+            "Create the role (createuser {user}), or set database.username (or the user in database.url) to one that exists."
+        )),
+        // invalid_catalog_name
+        Some("3D000") => Some(format!(
+            "Create the database (createdb {database}), or fix the database name in database.url."
+        )),
+        // insufficient_privilege: no CONNECT on the database.
+        Some("42501") => Some(format!(
+            "Grant the role the right to connect: GRANT CONNECT ON DATABASE {database} TO {user}."
+        )),
+        Some(_) => None,
+        None if reason.contains("does not support TLS") => Some(
+            "Enable TLS on the server, or set sslmode=prefer or sslmode=disable in database.url."
+                .to_owned(),
+        ),
+        None if reason.to_ascii_lowercase().contains("certificate") => Some(
+            "Check the server's certificate and sslrootcert, or choose a weaker sslmode in database.url."
+                .to_owned(),
+        ),
+        None => None,
+    };
+    match fix {
+        Some(fix) => Attempt::Refused { reason, fix },
+        None => Attempt::Retry(reason),
+    }
 }

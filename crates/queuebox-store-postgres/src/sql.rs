@@ -28,6 +28,7 @@ pub fn checksum(text: &str) -> String {
 }
 
 pub(crate) const PING: &str = include_str!("../queries/ping.sql");
+pub(crate) const SERVER_VERSION: &str = include_str!("../queries/server_version.sql");
 const TABLE_OID: &str = include_str!("../queries/catalog/table_oid.sql");
 const COLUMNS: &str = include_str!("../queries/catalog/columns.sql");
 const UNIQUE_KEYS: &str = include_str!("../queries/catalog/unique_keys.sql");
@@ -157,6 +158,7 @@ mod tests {
     fn every_query_file_states_its_locking_and_isolation_first() {
         for text in [
             PING,
+            SERVER_VERSION,
             TABLE_OID,
             COLUMNS,
             UNIQUE_KEYS,

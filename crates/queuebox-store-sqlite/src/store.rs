@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use queuebox_core::TableLayout;
@@ -21,10 +21,6 @@ use crate::guard::{self, SqliteDialect};
 use crate::migrate::SqliteMigrationBackend;
 use crate::sql::Statements;
 use crate::worker::Worker;
-
-/// Start-up retries wait 250 ms, doubling, at most 5 s (config.md `startupTimeoutMs`).
-const FIRST_RETRY: Duration = Duration::from_millis(250);
-const LAST_RETRY: Duration = Duration::from_secs(5);
 
 /// The SQLite store: one connection on a thread of its own.
 pub struct SqliteStore {
@@ -89,33 +85,25 @@ fn sqlite_target(db: &DatabaseConfig) -> Result<&SqliteTarget, StoreError> {
 
 impl SqliteStore {
     /// Opens the database (OPS-24 step 8), trying again until `database.startupTimeoutMs`
-    /// when the file cannot be opened (its folder may not be mounted yet). Fails with
-    /// [`StoreError::NotReachable`] naming the file.
+    /// while the file's folder does not exist (it may not be mounted yet); fails with
+    /// [`StoreError::NotReachable`] naming the file. A folder that exists but where the file
+    /// cannot be created or written, or a file that is no database, stops at once
+    /// ([`StoreError::Refused`], issue 14 item 1).
     pub async fn connect(db: &DatabaseConfig) -> Result<Self, StoreError> {
         let target = sqlite_target(db)?.clone();
         let sql = Arc::new(Statements::new(&db.layout)?);
         let busy_timeout = Duration::from_millis(db.connection_timeout_ms);
-        let started = Instant::now();
-        let deadline = Duration::from_millis(db.startup_timeout_ms);
-        let mut wait = FIRST_RETRY;
-        let worker = loop {
-            let attempt_target = target.clone();
-            match Worker::start(move || open(&attempt_target, busy_timeout)).await {
-                Ok(worker) => break worker,
-                Err(err) => {
-                    let waited = started.elapsed();
-                    if waited + wait > deadline {
-                        return Err(StoreError::NotReachable {
-                            host_port: db.host_port.clone(),
-                            waited_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
-                            reason: classify::reason(&err),
-                        });
-                    }
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(LAST_RETRY);
+        let worker =
+            queuebox_store::wait_for_database(&db.host_port, db.startup_timeout_ms, || {
+                let attempt_target = target.clone();
+                let file = Self::file(&target);
+                async move {
+                    Worker::start(move || open(&attempt_target, busy_timeout))
+                        .await
+                        .map_err(|err| classify::attempt(&err, file.as_deref()))
                 }
-            }
-        };
+            })
+            .await?;
         Ok(Self {
             worker: Arc::new(worker),
             layout: db.layout.clone(),

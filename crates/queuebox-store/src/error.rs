@@ -70,6 +70,16 @@ pub enum StoreError {
         reason: String,
     },
 
+    /// The database answered with a refusal that waiting does not change (a wrong password, a
+    /// role or database that does not exist, TLS refused, a server too old): the start stops at
+    /// once with the server's reason and what to change (issue 14 item 1).
+    #[error("{host_port}: {reason}. {fix}")]
+    Refused {
+        host_port: String,
+        reason: String,
+        fix: String,
+    },
+
     /// The connection settings cannot be used (a TLS file that cannot be read, a target of
     /// another database type).
     #[error("{reason}")]
@@ -166,7 +176,9 @@ impl StoreError {
     /// The start-up action this failure ends (OPS-25).
     pub fn action(&self) -> StoreAction {
         match self {
-            Self::NotReachable { .. } | Self::BadTarget { .. } => StoreAction::Connect,
+            Self::NotReachable { .. } | Self::Refused { .. } | Self::BadTarget { .. } => {
+                StoreAction::Connect
+            }
             Self::RenamedNames { .. }
             | Self::LockTimeout { .. }
             | Self::TablesWithoutHistory
@@ -189,6 +201,7 @@ impl StoreError {
             Self::NotReachable { .. } | Self::Outage { .. } => StoreErrorKind::Outage,
             Self::DataRejected { .. } => StoreErrorKind::DataRejected,
             Self::BadTarget { .. }
+            | Self::Refused { .. }
             | Self::RenamedNames { .. }
             | Self::LockTimeout { .. }
             | Self::TablesWithoutHistory

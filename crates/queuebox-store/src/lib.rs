@@ -42,6 +42,7 @@ pub mod relay;
 pub mod retention;
 pub mod store;
 pub mod versions;
+pub mod wait;
 
 pub use queuebox_core::{ClaimToken, RowId};
 
@@ -64,3 +65,4 @@ pub use versions::{
     BUNDLED_VERSIONS, BundledVersion, HIGHEST_VERSION, HistoryKind, HistoryRow, MigrateReport,
     MigrateRequest, NOTIFY_OBJECT_NAME, SCHEMA_HISTORY_TABLE,
 };
+pub use wait::{Attempt, wait_for_database};

@@ -1,20 +1,20 @@
-//! The command line (operations.md OPS-1): subcommands, `--config`, and the usage-error text.
+//! The command line (operations.md OPS-1): subcommands, `--config`, the usage-error text,
+//! `--version`, `help [COMMAND]` and the shell completions generated from the same definition.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 
-pub const USAGE: &str = "Usage: queuebox [run | check | migrate [--baseline VERSION] | version | outbox list|show|replay|delete | inbox list|show|requeue|delete] [--config PATH]";
+pub const USAGE: &str = "Usage: queuebox [run | check | migrate [--baseline VERSION] | version | help [COMMAND] | completions SHELL | config schema | outbox list|show|replay|delete | inbox list|show|requeue|delete] [--config PATH]";
 pub const MIGRATE_USAGE: &str = "Usage: queuebox migrate [--config PATH] [--baseline VERSION]";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "queuebox",
     about = "QueueBox: a transactional outbox and idempotent inbox relay.",
-    disable_help_subcommand = true,
-    disable_version_flag = true
+    version
 )]
 struct Args {
     /// The configuration file (default: $QUEUEBOX_CONFIG_FILE, ./queuebox.yml, /etc/queuebox/queuebox.yml).
@@ -44,6 +44,31 @@ enum CommandArgs {
     /// List, show, requeue or delete inbox rows (docs/commands.md).
     #[command(subcommand)]
     Inbox(crate::operator::InboxCommand),
+    /// Print the completion script of a shell on standard output.
+    Completions {
+        /// The shell: bash, zsh or fish.
+        #[arg(value_enum, value_name = "SHELL")]
+        shell: Shell,
+    },
+    /// The configuration's own tools.
+    Config {
+        #[command(subcommand)]
+        action: ConfigArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigArgs {
+    /// Print the JSON Schema of the configuration file on standard output.
+    Schema,
+}
+
+/// The shells `queuebox completions` writes a script for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 /// What the command line asks for.
@@ -58,6 +83,8 @@ pub enum Command {
     Version,
     Outbox(crate::operator::OutboxCommand),
     Inbox(crate::operator::InboxCommand),
+    Completions(Shell),
+    ConfigSchema,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -69,7 +96,7 @@ pub struct Invocation {
 /// The outcome of parsing that is not an invocation.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ParseOutcome {
-    /// `--help`: print this on standard output, exit 0.
+    /// `--help`, `help [COMMAND]` or `--version`: print this on standard output, exit 0.
     Help(String),
     /// A usage error: print this on standard error, exit 2.
     Usage(String),
@@ -87,9 +114,18 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Invocation, Par
                 Some(CommandArgs::Version) => Command::Version,
                 Some(CommandArgs::Outbox(c)) => Command::Outbox(c),
                 Some(CommandArgs::Inbox(c)) => Command::Inbox(c),
+                Some(CommandArgs::Completions { shell }) => Command::Completions(shell),
+                Some(CommandArgs::Config {
+                    action: ConfigArgs::Schema,
+                }) => Command::ConfigSchema,
             },
         }),
-        Err(err) if err.kind() == ErrorKind::DisplayHelp => {
+        Err(err)
+            if matches!(
+                err.kind(),
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+            ) =>
+        {
             Err(ParseOutcome::Help(err.to_string()))
         }
         Err(err) => {
@@ -108,7 +144,12 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Invocation, Par
 
 /// The arguments clap objected to; all of them when it does not say.
 fn offending_arguments(err: &clap::Error, argv: &[OsString]) -> String {
-    for kind in [ContextKind::InvalidArg, ContextKind::InvalidSubcommand] {
+    // A value clap refused (`completions tcsh`) is named before the argument it was for.
+    for kind in [
+        ContextKind::InvalidValue,
+        ContextKind::InvalidArg,
+        ContextKind::InvalidSubcommand,
+    ] {
         if let Some(ContextValue::String(arg)) = err.get(kind) {
             return arg.clone();
         }
@@ -118,6 +159,33 @@ fn offending_arguments(err: &clap::Error, argv: &[OsString]) -> String {
         .map(|a| a.to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The completion script of `shell` for this command line, generated from its definition.
+pub fn completions(shell: Shell) -> Vec<u8> {
+    let mut command = Args::command();
+    let mut out = Vec::new();
+    match shell {
+        Shell::Bash => clap_complete::generate(
+            clap_complete::Shell::Bash,
+            &mut command,
+            "queuebox",
+            &mut out,
+        ),
+        Shell::Zsh => clap_complete::generate(
+            clap_complete::Shell::Zsh,
+            &mut command,
+            "queuebox",
+            &mut out,
+        ),
+        Shell::Fish => clap_complete::generate(
+            clap_complete::Shell::Fish,
+            &mut command,
+            "queuebox",
+            &mut out,
+        ),
+    }
+    out
 }
 
 /// SCH-56: `--baseline` takes a whole number from 1 to the highest bundled version.
@@ -185,6 +253,30 @@ mod tests {
             panic!("expected a usage error");
         };
         assert_eq!(text, format!("Unknown arguments: --force\n{MIGRATE_USAGE}"));
+    }
+
+    #[test]
+    fn issue_14_version_flag_help_and_completions_parse() {
+        let Err(ParseOutcome::Help(text)) = parse(args(&["--version"])) else {
+            panic!("expected the version");
+        };
+        assert_eq!(text, format!("queuebox {}\n", env!("CARGO_PKG_VERSION")));
+        let Err(ParseOutcome::Help(text)) = parse(args(&["help", "migrate"])) else {
+            panic!("expected the help of migrate");
+        };
+        assert!(text.contains("--baseline"), "{text}");
+        assert_eq!(
+            parse(args(&["completions", "zsh"])).unwrap().command,
+            Command::Completions(Shell::Zsh)
+        );
+        assert_eq!(
+            parse(args(&["config", "schema"])).unwrap().command,
+            Command::ConfigSchema
+        );
+        let Err(ParseOutcome::Usage(text)) = parse(args(&["completions", "tcsh"])) else {
+            panic!("expected a usage error");
+        };
+        assert!(text.starts_with("Unknown arguments: tcsh\n"), "{text}");
     }
 
     #[test]

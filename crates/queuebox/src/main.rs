@@ -32,6 +32,20 @@ fn main() -> ExitCode {
             println!("queuebox {}", env!("CARGO_PKG_VERSION"));
             0
         }
+        Command::Completions(shell) => {
+            use std::io::Write as _;
+            match std::io::stdout().write_all(&cli::completions(shell)) {
+                Ok(()) => 0,
+                Err(_) => 1,
+            }
+        }
+        Command::ConfigSchema => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&queuebox_config::json_schema()).unwrap_or_default()
+            );
+            0
+        }
         Command::Check => commands::check(invocation.config),
         Command::Migrate { baseline } => {
             let highest = queuebox_store::HIGHEST_VERSION;

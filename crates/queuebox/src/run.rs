@@ -71,15 +71,28 @@ struct Service {
 
 /// OPS-23 steps 5–14.
 async fn start(config: Config) -> Result<Service, StartError> {
-    wiring::check_runnable(&config)?;
+    wiring::check_buildable(&config)?;
     let metrics = Metrics::new(env!("CARGO_PKG_VERSION"));
-    let outbox = wiring::build_outbox(&config, &metrics)?;
+    let outbox = wiring::build_outbox(&config, &metrics, wiring::Build::Run)?;
     let mut sources = wiring::build_sources(&config, &metrics)?;
     if config.http.block_private_addresses {
         check_private_addresses(&outbox.outbound_urls)
             .await
             .map_err(|err| StartError::new("check the destination addresses", err))?;
     }
+    // Issue 14 item 4: the ports are bound before any database work, so a port in use stops
+    // the start at once, naming its key; they are served at step 13.
+    let mut settings = ServerSettings::new(config.server.http_port, config.server.management_port);
+    settings.max_body_bytes = Some(config.inbox.max_body_bytes);
+    let ports = server::bind_ports(&settings).await.map_err(|err| {
+        StartError::new(
+            format!("listen on port {}", err.port),
+            format!(
+                "{err}. Set {} to a free port, or stop the process that holds this one.",
+                err.key
+            ),
+        )
+    })?;
     let store = start_database(&config).await?;
     // Step 11: the signal handlers exist before any background task starts.
     let signals =
@@ -235,21 +248,7 @@ async fn start(config: Config) -> Result<Service, StartError> {
         data_routes: DataPortRoutes::new().merge_sources(routes),
         operational_routes,
     };
-    let mut settings = ServerSettings::new(config.server.http_port, config.server.management_port);
-    settings.max_body_bytes = Some(config.inbox.max_body_bytes);
-    let servers = match server::start(settings, endpoints).await {
-        Ok(servers) => servers,
-        Err(err) => {
-            let failure = StartError::new(format!("listen on port {}", err.port), err);
-            tracing::error!("{failure}");
-            // OPS-25: a step after the background tasks started runs the shutdown for what it
-            // started, so claimed rows go back to pending instead of waiting for their leases.
-            tasks.stop_all().await;
-            close_resources(&outbox.destinations, &*store).await;
-            tracing::error!("QueueBox did not start. Reason: {}", failure.reason);
-            return Err(StartError::reported());
-        }
-    };
+    let servers = server::serve(ports, settings, endpoints);
     servers.mark_started();
     tracing::info!(
         version = env!("CARGO_PKG_VERSION"),

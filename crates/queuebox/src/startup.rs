@@ -1,10 +1,11 @@
 //! The start-up contract shared by `run` and `migrate` (operations.md OPS-23..25): each step
-//! has an action phrase, and a failed step ends the start with one redacted line.
+//! has an action phrase, and a failed step ends the start with one redacted line (a
+//! configuration that does not load is printed whole, as `check` prints it).
 
 use std::fmt;
 use std::path::PathBuf;
 
-use queuebox_config::{LoadError, LoadOptions, Loaded};
+use queuebox_config::LoadOptions;
 use queuebox_core::redact::redact;
 
 /// A failed start-up step: `QueueBox could not <action>. Reason: <reason>` (OPS-25).
@@ -75,21 +76,6 @@ pub fn load_options(config: Option<PathBuf>, env: Vec<(String, String)>) -> Load
         cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
         etc_path: PathBuf::from("/etc/queuebox/queuebox.yml"),
     }
-}
-
-/// OPS-23 steps 3 and 4. The configuration message is already free of secrets (CFG-22), and
-/// redacting it would damage the paths it quotes, so it is passed through whole.
-pub fn load_config(options: &LoadOptions) -> Result<Loaded, StartError> {
-    queuebox_config::load(options).map_err(|err| {
-        let action = match err {
-            LoadError::Invalid(_) => "validate the configuration",
-            _ => "load the configuration",
-        };
-        StartError {
-            action: action.to_owned(),
-            reason: err.to_string(),
-        }
-    })
 }
 
 #[cfg(test)]

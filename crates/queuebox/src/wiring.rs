@@ -33,9 +33,26 @@ use queuebox_transform::{Expression, Pool};
 use crate::commands::store_error;
 use crate::startup::StartError;
 
+/// Every "not built in this build" check, in the order `run` meets them (OPS-23 steps 5, 6 and
+/// the store of step 8). `check` and `run` both call this one function (issue 14 item 3), so a
+/// part that lands only removes its entry from `check_runnable`, `check_admin` or
+/// `check_database_type`.
+pub fn check_buildable(config: &Config) -> Result<(), StartError> {
+    check_runnable(config)?;
+    check_database_type(config)
+}
+
+/// Whether the outbox parts are built to run (a `log` destination opens its file) or only to
+/// be checked by `queuebox check`, which writes nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Build {
+    Run,
+    Check,
+}
+
 /// OPS-23 step 5, first half: each configured destination, source and transform must have
-/// something in this build that runs it. `check` accepts them all (they are valid by the spec);
-/// `run` refuses a configuration that this build would silently ignore.
+/// something in this build that runs it. `check` and `run` refuse alike a configuration that
+/// this build would silently ignore.
 pub fn check_runnable(config: &Config) -> Result<(), StartError> {
     let mut gaps = Vec::new();
     for (name, destination) in &config.destinations {
@@ -102,6 +119,21 @@ pub fn build_admin(
     .map_err(|err| StartError::new("enable the admin API", err))
 }
 
+/// The store of `database.type` must exist in this build; found before any connection, by
+/// `check` as by `run`.
+pub fn check_database_type(config: &Config) -> Result<(), StartError> {
+    match config.database.db_type {
+        DatabaseType::Postgresql | DatabaseType::Sqlite | DatabaseType::Mysql => Ok(()),
+        DatabaseType::Sqlserver => Err(StartError::new(
+            "connect to the database",
+            format!(
+                "database.type {} has no store in this build of QueueBox; use postgresql, sqlite or mysql",
+                config.database.db_type.as_str()
+            ),
+        )),
+    }
+}
+
 /// OPS-24 step 8: the store of `database.type`, connected. The one place that names a concrete
 /// store; everything after it holds the store as `Arc<dyn Store>`.
 pub async fn connect_store(config: &Config) -> Result<Arc<dyn Store>, StartError> {
@@ -134,7 +166,11 @@ pub struct OutboxParts {
     pub outbound_urls: Vec<(String, url::Url)>,
 }
 
-pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, StartError> {
+pub fn build_outbox(
+    config: &Config,
+    metrics: &Metrics,
+    build: Build,
+) -> Result<OutboxParts, StartError> {
     let failed = |err| StartError::new("build the destinations", err);
     let shared_http = SharedHttp::new(metrics.clone());
     let mut destinations: BTreeMap<&str, Arc<dyn Destination>> = BTreeMap::new();
@@ -154,7 +190,8 @@ pub fn build_outbox(config: &Config, metrics: &Metrics) -> Result<OutboxParts, S
             DestinationKind::Log(log) => Arc::new(
                 LogDestination::open(LogDestinationSettings {
                     name: name.clone(),
-                    file: log.file.clone(),
+                    // `check` opens no file; its other rules are the same.
+                    file: log.file.clone().filter(|_| build == Build::Run),
                     static_headers: static_headers(destination),
                 })
                 .map_err(failed)?,

@@ -151,13 +151,15 @@ fn cfg_33_run_with_an_invalid_config_exits_1_before_any_connection() {
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
     assert!(started.elapsed() < Duration::from_secs(10));
-    let messages = log_messages(&stderr(&output));
-    assert_eq!(messages.len(), 1, "{}", stderr(&output));
-    assert!(messages[0].starts_with(
-        "QueueBox could not validate the configuration. Reason: The configuration has 1 error."
-    ));
-    assert!(messages[0].contains("- outbox.batchSize: must be"));
-    assert!(!stderr(&output).contains("hunter2"));
+    // Issue 14 item 2: the report `check` prints, as text, not a JSON line.
+    let text = stderr(&output);
+    assert!(log_messages(&text).is_empty(), "{text}");
+    assert!(
+        text.starts_with("The configuration has 1 error. Fix it and start QueueBox again.\n"),
+        "{text}"
+    );
+    assert!(text.contains("\n- outbox.batchSize: must be"), "{text}");
+    assert!(!text.contains("hunter2"));
 }
 
 #[test]
@@ -165,7 +167,7 @@ fn ops_23_database_down_is_retried_then_one_clear_line() {
     let scratch = Scratch::new("run-down");
     let file = scratch.write(
         "q.yml",
-        "database:\n  url: postgres://app:hunter2@127.0.0.1:1/app?sslmode=disable\n  startupTimeoutMs: 1500\n",
+        "server:\n  httpPort: 0\ndatabase:\n  url: postgres://app:hunter2@127.0.0.1:1/app?sslmode=disable\n  startupTimeoutMs: 1500\n",
     );
     let started = Instant::now();
     let output = queuebox(scratch.path())
@@ -294,7 +296,7 @@ async fn sch_56_baseline_records_hand_made_tables_then_applies_the_rest() {
 async fn ops_26_run_starts_and_shuts_down_cleanly_on_sigterm() {
     let schema = TestSchema::create("cli_run").await;
     let scratch = Scratch::new("run");
-    let file = scratch.write("q.yml", &pg_config(&schema, ""));
+    let file = scratch.write("q.yml", &pg_config(&schema, "server:\n  httpPort: 0\n"));
     let child = queuebox(scratch.path())
         .args(["run", "--config"])
         .arg(&file)

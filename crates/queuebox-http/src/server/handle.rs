@@ -21,6 +21,8 @@ pub use super::listener::DrainOutcome;
 #[error("{address}: {source}")]
 pub struct BindError {
     pub port: u16,
+    /// The key that sets the port: `server.httpPort` or `server.managementPort`.
+    pub key: &'static str,
     pub address: SocketAddr,
     #[source]
     pub source: io::Error,
@@ -34,6 +36,32 @@ pub struct ServerHandle {
     management: Option<Listener>,
 }
 
+/// Both ports, bound and not yet served: the binary binds them before any database work, so a
+/// port in use stops the start at once (issue 14 item 4). Connections wait in the backlog
+/// until [`serve`].
+pub struct BoundPorts {
+    management: Option<(TcpListener, SocketAddr)>,
+    data: (TcpListener, SocketAddr),
+}
+
+impl BoundPorts {
+    /// The data port's bound address (with the port the system chose for 0).
+    pub fn data_addr(&self) -> SocketAddr {
+        self.data.1
+    }
+}
+
+/// Binds the management port (when configured), then the data port, and logs one info line
+/// per port with the address bound. Nothing is served yet.
+pub async fn bind_ports(settings: &ServerSettings) -> Result<BoundPorts, BindError> {
+    let management = match settings.management_port {
+        Some(port) => Some(bind(settings, port, "management", "server.managementPort").await?),
+        None => None,
+    };
+    let data = bind(settings, settings.http_port, "data", "server.httpPort").await?;
+    Ok(BoundPorts { management, data })
+}
+
 /// Binds the management port (when configured), then the data port, logs one info line per
 /// port with the address bound, and serves both. Nothing is served unless both bind.
 ///
@@ -42,6 +70,12 @@ pub async fn start(
     settings: ServerSettings,
     endpoints: Endpoints,
 ) -> Result<ServerHandle, BindError> {
+    let bound = bind_ports(&settings).await?;
+    Ok(serve(bound, settings, endpoints))
+}
+
+/// Serves ports bound by [`bind_ports`].
+pub fn serve(bound: BoundPorts, settings: ServerSettings, endpoints: Endpoints) -> ServerHandle {
     let process = Arc::new(ProcessState::default());
     let source_paths = endpoints.data_routes.source_paths.clone();
     let readiness = Arc::new(Readiness::new(Arc::clone(&process), endpoints.readiness));
@@ -55,11 +89,10 @@ pub async fn start(
         None => (data_router(endpoints.data_routes, Some(operational)), None),
     };
 
-    let management_listener = match settings.management_port {
-        Some(port) => Some(bind(&settings, port, "management").await?),
-        None => None,
-    };
-    let data_listener = bind(&settings, settings.http_port, "data").await?;
+    let BoundPorts {
+        management: management_listener,
+        data: data_listener,
+    } = bound;
 
     let http = Arc::new(http1_builder(&settings.limits));
     let management = management
@@ -86,21 +119,23 @@ pub async fn start(
         source_paths,
     );
     let data = Listener::serve(listener, addr, service, state, http);
-    Ok(ServerHandle {
+    ServerHandle {
         process,
         data,
         management,
-    })
+    }
 }
 
 async fn bind(
     settings: &ServerSettings,
     port: u16,
     label: &str,
+    key: &'static str,
 ) -> Result<(TcpListener, SocketAddr), BindError> {
     let address = SocketAddr::new(settings.bind_address, port);
     let failed = |source| BindError {
         port,
+        key,
         address,
         source,
     };

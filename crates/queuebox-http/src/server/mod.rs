@@ -45,7 +45,7 @@ use std::time::Duration;
 
 use queuebox_core::ReadinessComponent;
 
-pub use handle::{BindError, DrainOutcome, ServerHandle, start};
+pub use handle::{BindError, BoundPorts, DrainOutcome, ServerHandle, bind_ports, serve, start};
 pub use routes::{DataPortRoutes, OperationalRoutes};
 
 /// Renders the Prometheus text exposition (MET-1). The engine's registry supplies it; it
