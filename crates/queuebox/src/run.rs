@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use queuebox_config::{CaptureMode, Config};
 use queuebox_core::{ComponentDown, Destination, Intake, ReadinessComponent};
+use queuebox_engine::gauges::InboxGauges;
 use queuebox_engine::intake::InboxIntake;
 use queuebox_engine::intake::writer::{IntakeWriter, WriterSettings};
 use queuebox_engine::outbox::OutboxPoller;
@@ -182,6 +183,22 @@ async fn start(config: Config) -> Result<Service, StartError> {
                 .map_err(|err| err.to_string())
         });
     }
+
+    // The inbox operator gauges (issue 14 items 10-12), one series per configured source.
+    let inbox_gauges = InboxGauges::new(
+        store.clone(),
+        metrics.clone(),
+        config.sources.values().map(|source| source.name.clone()),
+        settings::relay_settings(&config).pending_gauge_interval,
+    );
+    tasks.spawn(
+        TaskKind::PoolGauges,
+        "the inbox gauges",
+        |cancel| async move {
+            inbox_gauges.run(cancel).await;
+            Ok(())
+        },
+    );
 
     let gauges_store = store.clone();
     let gauges_metrics = metrics.clone();
