@@ -216,6 +216,7 @@ async fn start(config: Config) -> Result<Service, StartError> {
         sources.http_routes,
         HttpSourceSettings {
             max_body_bytes: config.inbox.max_body_bytes,
+            metrics: metrics.clone(),
         },
         intake,
     );
