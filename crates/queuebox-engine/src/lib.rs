@@ -3,6 +3,7 @@
 //! relay and retention.
 
 pub mod error;
+pub mod gauges;
 pub mod intake;
 pub mod outbox;
 pub mod pipeline;

@@ -12,8 +12,9 @@ use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, TxOpts, Value};
 use queuebox_store::{
-    Claim, ClaimToken, ForwardedRow, InsertOutcome, IntakeStore, NewInboxRow, RelayRow, RelayStore,
-    RetentionRule, RetentionStore, RowId, Schedule, StoreAction, StoreError, StoredState,
+    Claim, ClaimToken, ForwardedRow, InboxBacklog, InsertOutcome, IntakeStore, NewInboxRow,
+    RelayRow, RelayStore, RetentionRule, RetentionStore, RowId, Schedule, SourceBacklog,
+    StoreAction, StoreError, StoredState,
 };
 use uuid::Uuid;
 
@@ -382,6 +383,27 @@ impl RelayStore for MysqlStore {
             .get(0),
             None => Ok(0.0),
         }
+    }
+
+    async fn inbox_backlog(&self) -> Result<InboxBacklog, StoreError> {
+        const DURING: &str = "reading the inbox backlog gauges";
+        let rows = self.rows(DURING, &self.sql.inbox_backlog, &[]).await?;
+        let mut backlog = InboxBacklog::default();
+        for row in &rows {
+            let r = Reader {
+                row,
+                during: DURING,
+            };
+            match r.get::<Option<String>>(0)? {
+                None => backlog.dead = r.get(1)?,
+                Some(source) => backlog.sources.push(SourceBacklog {
+                    source,
+                    pending: r.get(1)?,
+                    oldest_created_age_seconds: r.get(2)?,
+                }),
+            }
+        }
+        Ok(backlog)
     }
 }
 

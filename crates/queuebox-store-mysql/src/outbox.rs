@@ -239,6 +239,8 @@ impl OutboxStore for MysqlStore {
                 Ok(PendingStats {
                     pending: r.get(0)?,
                     oldest_due_age_seconds: r.get(1)?,
+                    oldest_created_age_seconds: r.get(2)?,
+                    dead: r.get(3)?,
                 })
             }
             None => Ok(PendingStats::default()),

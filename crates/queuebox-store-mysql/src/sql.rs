@@ -75,6 +75,7 @@ files! {
     INBOX_RECLAIM_SELECT = "inbox/reclaim_select.sql";
     INBOX_RECLAIM = "inbox/reclaim.sql";
     INBOX_OLDEST_PENDING_AGE = "inbox/oldest_pending_age.sql";
+    INBOX_BACKLOG = "inbox/backlog.sql";
     RETENTION_OUTBOX_AGE = "retention/outbox_age.sql";
     RETENTION_OUTBOX_COUNT = "retention/outbox_count.sql";
     RETENTION_INBOX_AGE = "retention/inbox_age.sql";
@@ -257,6 +258,7 @@ pub(crate) struct Statements {
     pub(crate) inbox_reclaim_select: Stmt,
     pub(crate) inbox_reclaim: Stmt,
     pub(crate) inbox_oldest_pending_age: Stmt,
+    pub(crate) inbox_backlog: Stmt,
     pub(crate) retention_outbox_age: Stmt,
     pub(crate) retention_outbox_count: Stmt,
     pub(crate) retention_inbox_age: Stmt,
@@ -341,6 +343,7 @@ impl Statements {
             inbox_reclaim_select: i(INBOX_RECLAIM_SELECT, none)?,
             inbox_reclaim: i(INBOX_RECLAIM, &["ids"])?,
             inbox_oldest_pending_age: i(INBOX_OLDEST_PENDING_AGE, none)?,
+            inbox_backlog: i(INBOX_BACKLOG, none)?,
             retention_outbox_age: o(RETENTION_OUTBOX_AGE, &["max_age_ms", "batch"])?,
             retention_outbox_count: o(RETENTION_OUTBOX_COUNT, &["keep", "batch"])?,
             retention_inbox_age: i(RETENTION_INBOX_AGE, &["max_age_ms", "batch"])?,

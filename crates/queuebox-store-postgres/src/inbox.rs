@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use queuebox_store::{
-    Claim, ClaimToken, ForwardedRow, InsertOutcome, IntakeStore, NewInboxRow, RelayRow, RelayStore,
-    RetentionRule, RetentionStore, RowId, Schedule, StoreError, StoredState,
+    Claim, ClaimToken, ForwardedRow, InboxBacklog, InsertOutcome, IntakeStore, NewInboxRow,
+    RelayRow, RelayStore, RetentionRule, RetentionStore, RowId, Schedule, SourceBacklog,
+    StoreError, StoredState,
 };
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -329,6 +330,26 @@ impl RelayStore for PgStore {
             Some(row) => row.try_get(0).map_err(self.pg_fail(DURING)),
             None => Ok(0.0),
         }
+    }
+
+    async fn inbox_backlog(&self) -> Result<InboxBacklog, StoreError> {
+        const DURING: &str = "reading the inbox backlog gauges";
+        let rows = self.rows(DURING, &self.inbox_sql.backlog, &[]).await?;
+        let mut backlog = InboxBacklog::default();
+        for row in &rows {
+            let read = || -> Result<(Option<String>, i64, f64), tokio_postgres::Error> {
+                Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?))
+            };
+            match read().map_err(self.pg_fail(DURING))? {
+                (None, dead, _) => backlog.dead = dead,
+                (Some(source), pending, age) => backlog.sources.push(SourceBacklog {
+                    source,
+                    pending,
+                    oldest_created_age_seconds: age,
+                }),
+            }
+        }
+        Ok(backlog)
     }
 }
 

@@ -23,6 +23,7 @@ pub(crate) struct InboxSql {
     pub(crate) release: String,
     pub(crate) reclaim: String,
     pub(crate) oldest_pending_age: String,
+    pub(crate) backlog: String,
     pub(crate) retention_outbox_age: String,
     pub(crate) retention_outbox_count: String,
     pub(crate) retention_inbox_age: String,
@@ -91,6 +92,7 @@ impl InboxSql {
                 sql::INBOX_OLDEST_PENDING_AGE,
                 &[],
             )?,
+            backlog: fill("inbox/backlog.sql", sql::INBOX_BACKLOG, &[])?,
             retention_outbox_age: fill_outbox(
                 "retention/outbox_age.sql",
                 sql::RETENTION_OUTBOX_AGE,
@@ -115,7 +117,7 @@ mod tests {
     use super::*;
     use queuebox_core::SqlIdentifier;
 
-    fn all(sql: &InboxSql) -> [(&'static str, &str); 13] {
+    fn all(sql: &InboxSql) -> [(&'static str, &str); 14] {
         [
             ("insert", &sql.insert),
             ("claim_lock", &sql.claim_lock),
@@ -127,6 +129,7 @@ mod tests {
             ("release", &sql.release),
             ("reclaim", &sql.reclaim),
             ("oldest_pending_age", &sql.oldest_pending_age),
+            ("backlog", &sql.backlog),
             ("retention_outbox_age", &sql.retention_outbox_age),
             ("retention_outbox_count", &sql.retention_outbox_count),
             ("retention_inbox_age", &sql.retention_inbox_age),

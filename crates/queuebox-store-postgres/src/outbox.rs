@@ -241,6 +241,8 @@ impl OutboxStore for PgStore {
             Ok(PendingStats {
                 pending: row.try_get(0)?,
                 oldest_due_age_seconds: row.try_get(1)?,
+                oldest_created_age_seconds: row.try_get(2)?,
+                dead: row.try_get(3)?,
             })
         };
         // The query aggregates without GROUP BY, so it always answers one row.

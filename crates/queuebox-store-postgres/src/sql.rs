@@ -60,6 +60,7 @@ pub(crate) const INBOX_RELEASE: &str = include_str!("../queries/inbox/release.sq
 pub(crate) const INBOX_RECLAIM: &str = include_str!("../queries/inbox/reclaim.sql");
 pub(crate) const INBOX_OLDEST_PENDING_AGE: &str =
     include_str!("../queries/inbox/oldest_pending_age.sql");
+pub(crate) const INBOX_BACKLOG: &str = include_str!("../queries/inbox/backlog.sql");
 pub(crate) const RETENTION_OUTBOX_AGE: &str = include_str!("../queries/retention/outbox_age.sql");
 pub(crate) const RETENTION_OUTBOX_COUNT: &str =
     include_str!("../queries/retention/outbox_count.sql");

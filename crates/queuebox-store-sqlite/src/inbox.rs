@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use queuebox_store::{
-    Claim, ForwardedRow, InsertOutcome, IntakeStore, NewInboxRow, RelayRow, RelayStore,
-    RetentionRule, RetentionStore, Schedule, StoreAction, StoreError, StoredState,
+    Claim, ForwardedRow, InboxBacklog, InsertOutcome, IntakeStore, NewInboxRow, RelayRow,
+    RelayStore, RetentionRule, RetentionStore, Schedule, SourceBacklog, StoreAction, StoreError,
+    StoredState,
 };
 use rusqlite::named_params;
 use uuid::Uuid;
@@ -245,6 +246,36 @@ impl RelayStore for SqliteStore {
             |conn, sql| {
                 conn.prepare_cached(&sql.inbox_oldest_pending_age)?
                     .query_row([], |r| r.get(0))
+            },
+        )
+        .await
+    }
+
+    async fn inbox_backlog(&self) -> Result<InboxBacklog, StoreError> {
+        self.read(
+            StoreAction::UseDatabase,
+            "reading the inbox backlog gauges",
+            |conn, sql| {
+                let mut statement = conn.prepare_cached(&sql.inbox_backlog)?;
+                let rows = statement.query_map([], |r| {
+                    Ok((
+                        r.get::<_, Option<String>>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, f64>(2)?,
+                    ))
+                })?;
+                let mut backlog = InboxBacklog::default();
+                for row in rows {
+                    match row? {
+                        (None, dead, _) => backlog.dead = dead,
+                        (Some(source), pending, age) => backlog.sources.push(SourceBacklog {
+                            source,
+                            pending,
+                            oldest_created_age_seconds: age,
+                        }),
+                    }
+                }
+                Ok(backlog)
             },
         )
         .await

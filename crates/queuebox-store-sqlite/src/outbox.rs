@@ -185,6 +185,8 @@ impl OutboxStore for SqliteStore {
                         Ok(PendingStats {
                             pending: r.get(0)?,
                             oldest_due_age_seconds: r.get(1)?,
+                            oldest_created_age_seconds: r.get(2)?,
+                            dead: r.get(3)?,
                         })
                     })
             },

@@ -153,6 +153,7 @@ statements! {
     ]];
     inbox_reclaim = "inbox/reclaim.sql", inbox_names, [];
     inbox_oldest_pending_age = "inbox/oldest_pending_age.sql", inbox_names, [];
+    inbox_backlog = "inbox/backlog.sql", inbox_names, [];
     retention_outbox_age = "retention/outbox_age.sql", outbox_names, [["max_age_ms", "batch"]];
     retention_outbox_count = "retention/outbox_count.sql", outbox_names, [["keep", "batch"]];
     retention_inbox_age = "retention/inbox_age.sql", inbox_names, [["max_age_ms", "batch"]];

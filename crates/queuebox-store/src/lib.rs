@@ -58,7 +58,7 @@ pub use operator::{
     OutboxState, OutboxSummary, Page, PageRequest, StateCount, StateCounts, run_in_chunks,
 };
 pub use outbox::{Claim, ClaimedRow, OutboxStore, PendingStats, TerminalWrite};
-pub use relay::{ForwardedRow, RelayRow, RelayStore};
+pub use relay::{ForwardedRow, InboxBacklog, RelayRow, RelayStore, SourceBacklog};
 pub use retention::{RetentionRule, RetentionStore};
 pub use store::{PoolStatus, SchemaStore, Store};
 pub use versions::{

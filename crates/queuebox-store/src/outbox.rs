@@ -68,11 +68,14 @@ impl TerminalWrite {
 }
 
 /// The pending gauges (MET catalogue): rows in `pending`, and the age by the database clock of
-/// the oldest due one (0 when none is due).
+/// the oldest due one (0 when none is due); and the operator gauges read with them: the age of
+/// the oldest `pending` row by `created_at`, due or not (0 when none), and rows in `dead`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct PendingStats {
     pub pending: i64,
     pub oldest_due_age_seconds: f64,
+    pub oldest_created_age_seconds: f64,
+    pub dead: i64,
 }
 
 /// The outbox statements of one database. Every fenced method returns the claims it actually

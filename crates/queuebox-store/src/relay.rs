@@ -79,4 +79,39 @@ pub trait RelayStore: Send + Sync {
     /// RLY-16 / MET catalogue: seconds, by the database clock, since the oldest due `pending`
     /// inbox row (push and pull) became due (`now − scheduled_at`); 0 when there is none.
     async fn inbox_oldest_pending_age(&self) -> Result<f64, StoreError>;
+
+    /// The operator gauges of the inbox: `pending` rows (push and pull, due or not) per source
+    /// with the age of each source's oldest by `created_at`, and the `dead` rows.
+    async fn inbox_backlog(&self) -> Result<InboxBacklog, StoreError>;
+}
+
+/// `pending` inbox rows of one source, and the age by the database clock of its oldest by
+/// `created_at`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SourceBacklog {
+    pub source: String,
+    pub pending: i64,
+    pub oldest_created_age_seconds: f64,
+}
+
+/// The answer of [`RelayStore::inbox_backlog`]; sources without pending rows are left out.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct InboxBacklog {
+    pub sources: Vec<SourceBacklog>,
+    pub dead: i64,
+}
+
+impl InboxBacklog {
+    /// Pending rows of every source.
+    pub fn pending(&self) -> i64 {
+        self.sources.iter().map(|s| s.pending).sum()
+    }
+
+    /// The age of the oldest pending row of any source (0 when none).
+    pub fn oldest_created_age_seconds(&self) -> f64 {
+        self.sources
+            .iter()
+            .map(|s| s.oldest_created_age_seconds)
+            .fold(0.0, f64::max)
+    }
 }

@@ -77,6 +77,18 @@ pub const DB_POOL_PENDING: &str = "queuebox_db_pool_pending";
 pub const DB_POOL_ACQUIRE_TIMEOUTS_TOTAL: &str = "queuebox_db_pool_acquire_timeouts_total";
 pub const DB_POOL_ACQUIRE_DURATION_SECONDS: &str = "queuebox_db_pool_acquire_duration_seconds";
 pub const DB_POOL_USAGE_DURATION_SECONDS: &str = "queuebox_db_pool_usage_duration_seconds";
+// Operator gauges beyond §5.2 (issue 13 part 4, issue 14 items 9-12).
+pub const OUTBOX_OLDEST_PENDING_CREATED_AGE_SECONDS: &str =
+    "queuebox_outbox_oldest_pending_created_age_seconds";
+pub const OUTBOX_MESSAGES_DEAD: &str = "queuebox_outbox_messages_dead";
+pub const INBOX_MESSAGES_PENDING: &str = "queuebox_inbox_messages_pending";
+pub const INBOX_SOURCE_MESSAGES_PENDING: &str = "queuebox_inbox_source_messages_pending";
+pub const INBOX_OLDEST_PENDING_CREATED_AGE_SECONDS: &str =
+    "queuebox_inbox_oldest_pending_created_age_seconds";
+pub const INBOX_MESSAGES_DEAD: &str = "queuebox_inbox_messages_dead";
+pub const GAUGE_REFRESH_FAILURES_TOTAL: &str = "queuebox_gauge_refresh_failures_total";
+pub const GAUGE_LAST_REFRESH_TIMESTAMP: &str = "queuebox_gauge_last_refresh_timestamp";
+pub const INBOX_WEBHOOK_REFUSALS_TOTAL: &str = "queuebox_inbox_webhook_refusals_total";
 
 /// Every family QueueBox exports, in the order of §5.2 (and of the exposition). MET-2: nothing
 /// outside this table is ever rendered.
@@ -114,7 +126,7 @@ use Presence::{AtStart, FirstUse};
 
 // HELP texts are the meaning column of §5.2 verbatim (MET-3), markdown backticks included, so
 // the docs test can compare them without a translation table.
-static CATALOGUE: [FamilySpec; 28] = [
+static CATALOGUE: [FamilySpec; 37] = [
     family(
         INFO,
         Gauge,
@@ -310,5 +322,69 @@ static CATALOGUE: [FamilySpec; 28] = [
         &[],
         FirstUse,
         "Time a connection was held before its return to the pool.",
+    ),
+    // Beyond §5.2: the operator gauges (issue 13 part 4, issue 14 items 9-12).
+    family(
+        OUTBOX_OLDEST_PENDING_CREATED_AGE_SECONDS,
+        Gauge,
+        &[],
+        AtStart,
+        "Seconds, by the database clock, since the oldest `pending` outbox row was created (`now − created_at`), due or waiting in backoff; 0 when there is none. Same refresh as `queuebox_outbox_messages_pending`.",
+    ),
+    family(
+        OUTBOX_MESSAGES_DEAD,
+        Gauge,
+        &[],
+        AtStart,
+        "Outbox rows in state `dead`. Same refresh as `queuebox_outbox_messages_pending`.",
+    ),
+    family(
+        INBOX_MESSAGES_PENDING,
+        Gauge,
+        &[],
+        AtStart,
+        "Inbox rows in state `pending`, push and pull, due or not. Refreshed at most every `inbox.relay.pendingGaugeIntervalMs` (default 5000).",
+    ),
+    family(
+        INBOX_SOURCE_MESSAGES_PENDING,
+        Gauge,
+        &["source"],
+        FirstUse,
+        "Inbox rows in state `pending` of one configured source (rows of a source no longer configured count only in the total). Same refresh as `queuebox_inbox_messages_pending`.",
+    ),
+    family(
+        INBOX_OLDEST_PENDING_CREATED_AGE_SECONDS,
+        Gauge,
+        &[],
+        AtStart,
+        "Seconds, by the database clock, since the oldest `pending` inbox row was created, due or not; 0 when there is none. Same refresh as `queuebox_inbox_messages_pending`.",
+    ),
+    family(
+        INBOX_MESSAGES_DEAD,
+        Gauge,
+        &[],
+        AtStart,
+        "Inbox rows in state `dead`. Same refresh as `queuebox_inbox_messages_pending`.",
+    ),
+    family(
+        GAUGE_REFRESH_FAILURES_TOTAL,
+        Counter,
+        &["component"],
+        AtStart,
+        "Refreshes of the database gauges of the table that failed; the gauges then keep their last value.",
+    ),
+    family(
+        GAUGE_LAST_REFRESH_TIMESTAMP,
+        Gauge,
+        &["component"],
+        FirstUse,
+        "Unix time in seconds of the last successful refresh of the database gauges of the table; a value that stops moving means the gauges are stale.",
+    ),
+    family(
+        INBOX_WEBHOOK_REFUSALS_TOTAL,
+        Counter,
+        &["source", "reason"],
+        FirstUse,
+        "Requests to an HTTP source answered with an error, by configured source and reason.",
     ),
 ];

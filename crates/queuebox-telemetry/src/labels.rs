@@ -179,6 +179,37 @@ label_enum! {
 }
 
 label_enum! {
+    /// `reason` of `queuebox_inbox_webhook_refusals_total`: why an HTTP source answered with an
+    /// error.
+    RefusalReason {
+        /// 401: the authentication check failed.
+        Unauthorized => "unauthorized",
+        /// 413: the body is over `inbox.maxBodyBytes`.
+        TooLarge => "too_large",
+        /// 429: the source's rate limit.
+        RateLimited => "rate_limited",
+        /// 400: the body could not be read.
+        UnreadableBody => "unreadable_body",
+        /// 400: the body is not JSON.
+        InvalidJson => "invalid_json",
+        /// 400: valid JSON beyond a parser limit.
+        JsonLimit => "json_limit",
+        /// 400: no idempotency key found.
+        NoKey => "no_key",
+        /// 400: the relay topic rendered empty or invalid.
+        InvalidTopic => "invalid_topic",
+        /// 422: a source transform failed.
+        TransformFailed => "transform_failed",
+        /// 422: the database refuses the data.
+        DataRejected => "data_rejected",
+        /// 500: the insert failed.
+        StorageFailed => "storage_failed",
+        /// 503: QueueBox is shutting down.
+        ShuttingDown => "shutting_down",
+    }
+}
+
+label_enum! {
     /// `state` of `queuebox_db_pool_connections`.
     PoolState {
         Active => "active",

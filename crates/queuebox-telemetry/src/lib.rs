@@ -22,8 +22,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use catalogue::*;
 pub use handles::{Clock, CounterHandle, GaugeHandle, SystemClock};
 pub use labels::{
-    DestinationType, InboxStatus, OutboxStatus, PoolState, PublishOutcome, RejectionReason,
-    StatusClass, Table, TransformStrategy,
+    DestinationType, InboxStatus, OutboxStatus, PoolState, PublishOutcome, RefusalReason,
+    RejectionReason, StatusClass, Table, TransformStrategy,
 };
 pub use render::CONTENT_TYPE;
 pub use summary::SummaryHandle;
@@ -84,11 +84,20 @@ struct Inner {
     db_pool_acquire_timeouts: Counters<NoLabels>,
     db_pool_acquire_duration: Summaries<NoLabels>,
     db_pool_usage_duration: Summaries<NoLabels>,
+    outbox_oldest_created_age: Gauges<NoLabels>,
+    outbox_dead: Gauges<NoLabels>,
+    inbox_pending: Gauges<NoLabels>,
+    inbox_source_pending: NamedFamily<NoLabels, GaugeHandle>,
+    inbox_oldest_created_age: Gauges<NoLabels>,
+    inbox_dead: Gauges<NoLabels>,
+    gauge_refresh_failures: Counters<Table>,
+    gauge_last_refresh: Gauges<Table>,
+    webhook_refusals: NamedFamily<RefusalReason, CounterHandle>,
 }
 
 impl Inner {
     /// Every family, in catalogue order (a test holds this list to `catalogue()`).
-    fn families(&self) -> [&dyn Collect; 28] {
+    fn families(&self) -> [&dyn Collect; 37] {
         [
             &self.info,
             &self.uptime,
@@ -118,6 +127,15 @@ impl Inner {
             &self.db_pool_acquire_timeouts,
             &self.db_pool_acquire_duration,
             &self.db_pool_usage_duration,
+            &self.outbox_oldest_created_age,
+            &self.outbox_dead,
+            &self.inbox_pending,
+            &self.inbox_source_pending,
+            &self.inbox_oldest_created_age,
+            &self.inbox_dead,
+            &self.gauge_refresh_failures,
+            &self.gauge_last_refresh,
+            &self.webhook_refusals,
         ]
     }
 }
@@ -168,6 +186,18 @@ impl Metrics {
             db_pool_acquire_timeouts: EnumFamily::new(DB_POOL_ACQUIRE_TIMEOUTS_TOTAL, t),
             db_pool_acquire_duration: EnumFamily::new(DB_POOL_ACQUIRE_DURATION_SECONDS, t),
             db_pool_usage_duration: EnumFamily::new(DB_POOL_USAGE_DURATION_SECONDS, t),
+            outbox_oldest_created_age: EnumFamily::new(
+                OUTBOX_OLDEST_PENDING_CREATED_AGE_SECONDS,
+                t,
+            ),
+            outbox_dead: EnumFamily::new(OUTBOX_MESSAGES_DEAD, t),
+            inbox_pending: EnumFamily::new(INBOX_MESSAGES_PENDING, t),
+            inbox_source_pending: NamedFamily::new(INBOX_SOURCE_MESSAGES_PENDING, t),
+            inbox_oldest_created_age: EnumFamily::new(INBOX_OLDEST_PENDING_CREATED_AGE_SECONDS, t),
+            inbox_dead: EnumFamily::new(INBOX_MESSAGES_DEAD, t),
+            gauge_refresh_failures: EnumFamily::new(GAUGE_REFRESH_FAILURES_TOTAL, t),
+            gauge_last_refresh: EnumFamily::new(GAUGE_LAST_REFRESH_TIMESTAMP, t),
+            webhook_refusals: NamedFamily::new(INBOX_WEBHOOK_REFUSALS_TOTAL, t),
         };
         Self {
             inner: Arc::new(inner),
@@ -338,6 +368,56 @@ impl Metrics {
     /// `queuebox_db_pool_usage_duration_seconds`.
     pub fn db_pool_usage_duration(&self) -> &SummaryHandle {
         self.inner.db_pool_usage_duration.get(NoLabels)
+    }
+
+    // --- operator gauges (beyond §5.2) ----------------------------------------------------------
+
+    /// `queuebox_outbox_oldest_pending_created_age_seconds` and `queuebox_outbox_messages_dead`,
+    /// from the same refresh as [`Self::set_outbox_pending`].
+    pub fn set_outbox_backlog(&self, oldest_created_age_secs: f64, dead: u64) {
+        let inner = &self.inner;
+        inner
+            .outbox_oldest_created_age
+            .get(NoLabels)
+            .set(oldest_created_age_secs);
+        inner.outbox_dead.get(NoLabels).set(dead as f64);
+    }
+
+    /// `queuebox_inbox_messages_pending`, `queuebox_inbox_oldest_pending_created_age_seconds`
+    /// and `queuebox_inbox_messages_dead`, from one refresh.
+    pub fn set_inbox_backlog(&self, pending: u64, oldest_created_age_secs: f64, dead: u64) {
+        let inner = &self.inner;
+        inner.inbox_pending.get(NoLabels).set(pending as f64);
+        inner
+            .inbox_oldest_created_age
+            .get(NoLabels)
+            .set(oldest_created_age_secs);
+        inner.inbox_dead.get(NoLabels).set(dead as f64);
+    }
+
+    /// `queuebox_inbox_source_messages_pending{source}`, for a configured source only (MET-5).
+    pub fn inbox_source_pending(&self, source: &str) -> GaugeHandle {
+        self.inner.inbox_source_pending.get(source, NoLabels)
+    }
+
+    /// A successful refresh of the table's database gauges: moves
+    /// `queuebox_gauge_last_refresh_timestamp{component}` to `at`.
+    pub fn gauges_refreshed(&self, table: Table, at: SystemTime) {
+        let secs = at
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        self.inner.gauge_last_refresh.get(table).set(secs);
+    }
+
+    /// `queuebox_gauge_refresh_failures_total{component}`.
+    pub fn gauge_refresh_failures(&self, table: Table) -> &CounterHandle {
+        self.inner.gauge_refresh_failures.get(table)
+    }
+
+    /// `queuebox_inbox_webhook_refusals_total{source,reason}`, for a configured source; keep
+    /// the handle or look it up per refusal (a refusal is not the hot path).
+    pub fn webhook_refusals(&self, source: &str, reason: RefusalReason) -> CounterHandle {
+        self.inner.webhook_refusals.get(source, reason)
     }
 }
 

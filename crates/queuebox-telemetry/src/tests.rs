@@ -157,6 +157,13 @@ fn exercise_everything(m: &Metrics) {
     m.db_pool_acquire_timeouts().inc();
     m.db_pool_acquire_duration().observe(0.001);
     m.db_pool_usage_duration().observe(0.02);
+    m.set_outbox_backlog(40.0, 2);
+    m.set_inbox_backlog(5, 12.0, 1);
+    m.inbox_source_pending("orders").set(5.0);
+    m.gauge_refresh_failures(Table::Inbox).inc();
+    m.gauges_refreshed(Table::Outbox, SystemTime::now());
+    m.webhook_refusals("orders", RefusalReason::Unauthorized)
+        .inc();
 }
 
 #[test]
@@ -490,6 +497,40 @@ fn met_8_catalogue_matches_the_spec_table() {
         ("queuebox_db_pool_acquire_timeouts_total", "counter", &[]),
         ("queuebox_db_pool_acquire_duration_seconds", "summary", &[]),
         ("queuebox_db_pool_usage_duration_seconds", "summary", &[]),
+        // Beyond §5.2: the operator gauges of issues 13 and 14 (docs/metrics.md lists them).
+        (
+            "queuebox_outbox_oldest_pending_created_age_seconds",
+            "gauge",
+            &[],
+        ),
+        ("queuebox_outbox_messages_dead", "gauge", &[]),
+        ("queuebox_inbox_messages_pending", "gauge", &[]),
+        (
+            "queuebox_inbox_source_messages_pending",
+            "gauge",
+            &["source"],
+        ),
+        (
+            "queuebox_inbox_oldest_pending_created_age_seconds",
+            "gauge",
+            &[],
+        ),
+        ("queuebox_inbox_messages_dead", "gauge", &[]),
+        (
+            "queuebox_gauge_refresh_failures_total",
+            "counter",
+            &["component"],
+        ),
+        (
+            "queuebox_gauge_last_refresh_timestamp",
+            "gauge",
+            &["component"],
+        ),
+        (
+            "queuebox_inbox_webhook_refusals_total",
+            "counter",
+            &["source", "reason"],
+        ),
     ];
     let actual: Vec<(&str, &str, &[&str])> = catalogue()
         .iter()
@@ -547,6 +588,23 @@ fn met_8_label_value_sets_match_the_spec_table() {
     assert_eq!(
         words(RejectionReason::ALL, RejectionReason::as_str),
         ["extraction_failed", "transform_failed", "storage_failed"]
+    );
+    assert_eq!(
+        words(RefusalReason::ALL, RefusalReason::as_str),
+        [
+            "unauthorized",
+            "too_large",
+            "rate_limited",
+            "unreadable_body",
+            "invalid_json",
+            "json_limit",
+            "no_key",
+            "invalid_topic",
+            "transform_failed",
+            "data_rejected",
+            "storage_failed",
+            "shutting_down"
+        ]
     );
     assert_eq!(words(Table::ALL, Table::as_str), ["outbox", "inbox"]);
     assert_eq!(words(PoolState::ALL, PoolState::as_str), ["active", "idle"]);

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use queuebox_config::{CaptureMode, Config};
 use queuebox_core::{ComponentDown, Destination, Intake, ReadinessComponent};
+use queuebox_engine::gauges::InboxGauges;
 use queuebox_engine::intake::InboxIntake;
 use queuebox_engine::intake::writer::{IntakeWriter, WriterSettings};
 use queuebox_engine::outbox::OutboxPoller;
@@ -217,6 +218,22 @@ async fn start(config: Config) -> Result<Service, StartError> {
         });
     }
 
+    // The inbox operator gauges (issue 14 items 10-12), one series per configured source.
+    let inbox_gauges = InboxGauges::new(
+        store.clone(),
+        metrics.clone(),
+        config.sources.values().map(|source| source.name.clone()),
+        settings::relay_settings(&config).pending_gauge_interval,
+    );
+    tasks.spawn(
+        TaskKind::PoolGauges,
+        "the inbox gauges",
+        |cancel| async move {
+            inbox_gauges.run(cancel).await;
+            Ok(())
+        },
+    );
+
     let gauges_store = store.clone();
     let gauges_metrics = metrics.clone();
     tasks.spawn(
@@ -233,6 +250,7 @@ async fn start(config: Config) -> Result<Service, StartError> {
         sources.http_routes,
         HttpSourceSettings {
             max_body_bytes: config.inbox.max_body_bytes,
+            metrics: metrics.clone(),
         },
         intake,
     );

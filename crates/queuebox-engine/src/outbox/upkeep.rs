@@ -2,9 +2,10 @@
 //! gauges (OUT-62, MET-6). Both stop when the shutdown begins.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use queuebox_core::redact::redact;
+use queuebox_telemetry::Table;
 use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
@@ -75,10 +76,18 @@ pub async fn run_pending_gauges(shared: Arc<PollerContext>, stop: CancellationTo
                     u64::try_from(stats.pending).unwrap_or(0),
                     stats.oldest_due_age_seconds.max(0.0),
                 );
+                shared.metrics.set_outbox_backlog(
+                    stats.oldest_created_age_seconds.max(0.0),
+                    u64::try_from(stats.dead).unwrap_or(0),
+                );
+                shared
+                    .metrics
+                    .gauges_refreshed(Table::Outbox, SystemTime::now());
             }
             Err(err) => {
+                shared.metrics.gauge_refresh_failures(Table::Outbox).inc();
                 if let Some(repeats) = failures.failure(Instant::now()) {
-                    tracing::warn!(error = %redact(&err.to_string()), repeats, "Refreshing the outbox pending gauges failed. They keep their last value.");
+                    tracing::warn!(error = %redact(&err.to_string()), repeats, "Refreshing the outbox pending gauges failed. They keep their last value; queuebox_gauge_last_refresh_timestamp says how old it is.");
                 }
             }
         }

@@ -18,6 +18,7 @@ use super::HttpSourceSettings;
 use super::body::{BodyError, read_capped};
 use super::correlation;
 use super::rate::retry_after_secs;
+use super::refusals::Refusals;
 use super::respond::Answer;
 use super::route::HttpSourceRoute;
 
@@ -26,12 +27,16 @@ pub(crate) struct RouteHandler {
     pub(crate) route: HttpSourceRoute,
     pub(crate) settings: HttpSourceSettings,
     pub(crate) intake: Arc<dyn Intake>,
+    pub(crate) refusals: Refusals,
 }
 
 impl RouteHandler {
     pub(crate) async fn handle(self: Arc<Self>, request: Request<Body>) -> Response<Body> {
         let correlation = correlation::of_request(&request);
         let answer = self.process(request, &correlation).await;
+        if let Some(reason) = answer.refusal_reason() {
+            self.refusals.record(reason, &answer);
+        }
         answer.into_response(&correlation)
     }
 

@@ -18,7 +18,7 @@
 //!     .filter(|source| matches!(source.kind, queuebox_config::SourceKind::Http(_)))
 //!     .map(HttpSourceRoute::from_config)
 //!     .collect::<Result<Vec<_>, _>>()?;
-//! let settings = HttpSourceSettings { max_body_bytes: config.inbox.max_body_bytes };
+//! let settings = HttpSourceSettings { max_body_bytes: config.inbox.max_body_bytes, metrics };
 //! let data_routes = DataPortRoutes::new().merge_sources(source_routes(routes, settings, intake));
 //! # Ok(()) }
 //! ```
@@ -34,6 +34,8 @@ mod handler;
 mod headers;
 mod presets;
 mod rate;
+mod refusals;
+use refusals::Refusals;
 mod respond;
 mod route;
 
@@ -52,10 +54,12 @@ pub use route::{HttpSourceRoute, SourceRouteError};
 use handler::RouteHandler;
 
 /// What every source route shares.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct HttpSourceSettings {
     /// `inbox.maxBodyBytes` (INB-12): exactly this many bytes are accepted.
     pub max_body_bytes: u64,
+    /// Where refusals are counted (`queuebox_inbox_webhook_refusals_total`).
+    pub metrics: queuebox_telemetry::Metrics,
 }
 
 /// The source routes and the paths they answer, for [`crate::server::DataPortRoutes::merge_sources`].
@@ -83,8 +87,9 @@ pub fn source_routes(
     for route in sources {
         let path = route.route.clone();
         let handler = Arc::new(RouteHandler {
+            refusals: Refusals::new(&settings.metrics, route.name.as_str()),
             route,
-            settings,
+            settings: settings.clone(),
             intake: Arc::clone(&intake),
         });
         router = router.route(

@@ -8,6 +8,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use queuebox_core::correlation::CorrelationId;
+use queuebox_telemetry::RefusalReason;
 
 use super::correlation;
 
@@ -46,6 +47,25 @@ pub(crate) enum Answer {
 }
 
 impl Answer {
+    /// The `reason` of `queuebox_inbox_webhook_refusals_total` for an error answer; `None` for
+    /// an answer that accepts the message (202, 200).
+    pub(crate) fn refusal_reason(&self) -> Option<RefusalReason> {
+        Some(match self {
+            Self::Stored(_) | Self::Filtered | Self::Duplicate => return None,
+            Self::InvalidJson => RefusalReason::InvalidJson,
+            Self::JsonLimit(_) => RefusalReason::JsonLimit,
+            Self::DataRejected(_) => RefusalReason::DataRejected,
+            Self::NoKey => RefusalReason::NoKey,
+            Self::TransformFailed(_) => RefusalReason::TransformFailed,
+            Self::UnreadableBody => RefusalReason::UnreadableBody,
+            Self::Unauthorized(_) => RefusalReason::Unauthorized,
+            Self::TooLarge(_) => RefusalReason::TooLarge,
+            Self::RateLimited { .. } => RefusalReason::RateLimited,
+            Self::StorageFailed => RefusalReason::StorageFailed,
+            Self::ShuttingDown => RefusalReason::ShuttingDown,
+        })
+    }
+
     pub(crate) fn into_response(self, correlation: &CorrelationId) -> Response<Body> {
         let error = |status, text: &str| (status, json!({ "error": text }));
         let (status, body) = match &self {

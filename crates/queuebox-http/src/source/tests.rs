@@ -130,6 +130,7 @@ async fn inb_76_log_lines_name_source_and_correlation_never_values() {
         vec![route],
         HttpSourceSettings {
             max_body_bytes: 1024,
+            metrics: queuebox_telemetry::Metrics::new("test"),
         },
         Arc::new(intake),
     );

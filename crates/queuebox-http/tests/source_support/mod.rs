@@ -217,6 +217,7 @@ pub async fn serve(sources: Vec<Source>) -> Harness {
         routes,
         HttpSourceSettings {
             max_body_bytes: MAX_BODY,
+            metrics: queuebox_telemetry::Metrics::new("test"),
         },
         Arc::new(intake),
     );

@@ -65,6 +65,8 @@ macro_rules! __conformance_case_list {
                 rly_3_a_held_head_row_holds_back_its_aggregate,
                 rly_8_reclaim_never_waits_for_a_row_another_session_holds,
                 rly_16_oldest_pending_age,
+                gauges_outbox_backoff_age_and_dead_rows,
+                gauges_inbox_backlog_per_source_and_dead_rows,
                 ret_4_outbox_age_deletes_only_old_sent_and_dead,
                 ret_5_outbox_count_keeps_the_newest_per_state,
                 ret_4_inbox_age_deletes_only_old_processed_and_dead,
