@@ -243,3 +243,64 @@ async fn rate_limit_spreads_a_backlog_without_counting_attempts_and_keeps_order(
     service.stop();
     schema.drop().await;
 }
+
+/// The guard sits in the engine, before every publish, so it holds for any destination type:
+/// here a `log` destination (a file), which never fails, with a rate limit.
+#[tokio::test(flavor = "multi_thread")]
+async fn rate_limit_applies_to_a_log_destination_too() {
+    let schema = TestSchema::create("guard_log").await;
+    let dir = std::env::temp_dir().join(format!("qb-guard-log-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("deliveries.jsonl");
+    let cfg = format!(
+        r#"database:
+  url: "{db}"
+  startupTimeoutMs: 10000
+server:
+  httpPort: 0
+outbox:
+  pollIntervalMs: 50
+destinations:
+  file:
+    type: log
+    file: {file}
+    rateLimit:
+      messagesPerSecond: 10
+      burst: 1
+routes:
+  - topicPattern: "**"
+    destination: file
+"#,
+        db = schema.queuebox_url(),
+        file = file.display()
+    );
+    let service = Service::start("guard-log", &cfg);
+    let started = Instant::now();
+    let mut sql = String::from("BEGIN;");
+    for n in 0..25 {
+        sql.push_str(&format!(
+            "INSERT INTO outbox (topic, payload) VALUES ('t', '{{\"n\": {n}}}');"
+        ));
+    }
+    sql.push_str("COMMIT;");
+    schema.client().batch_execute(&sql).await.unwrap();
+    wait_until(Duration::from_secs(30), "every row sent", async || {
+        scalar(&schema, "SELECT count(*) FROM outbox WHERE state = 'sent'").await == 25
+    })
+    .await;
+    // 25 rows at 10/s with a burst of 1 need at least 2.4 s.
+    assert!(
+        started.elapsed() >= Duration::from_millis(2400),
+        "25 rows at 10/s took only {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        scalar(&schema, "SELECT sum(attempt)::bigint FROM outbox").await,
+        0
+    );
+    let written = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(written.lines().count(), 25, "each row written once");
+    service.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    schema.drop().await;
+}
