@@ -39,10 +39,10 @@ pub use model::{
     ServerConfig, SignaturePayloadFormat, TransformConfig, WebhookPreset,
 };
 pub use model_destination::{
-    Address, AddressColumn, DeliveryMode, DeliverySigning, Destination, DestinationAuth,
-    DestinationKind, ExchangeType, HttpDestination, KafkaDestination, KafkaSasl, KafkaSecurity,
-    LogDestination, NatsCredentials, NatsDestination, RabbitmqDestination, Route, SaslMechanism,
-    SecurityProtocol,
+    Address, AddressColumn, CircuitBreaker, DeliveryMode, DeliverySigning, Destination,
+    DestinationAuth, DestinationKind, DestinationRateLimit, ExchangeType, HttpDestination,
+    KafkaDestination, KafkaSasl, KafkaSecurity, LogDestination, NatsCredentials, NatsDestination,
+    RabbitmqDestination, Route, SaslMechanism, SecurityProtocol,
 };
 pub use model_source::{
     AttributeHeaders, AutoOffsetReset, BrokerAttributes, Consumption, Filter, FilterRule,

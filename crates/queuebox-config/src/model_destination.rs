@@ -18,6 +18,33 @@ pub struct Destination {
     /// Static headers, in file order. Values are secrets (CFG-49).
     pub headers: Vec<(HeaderName, Secret)>,
     pub transform: Option<TransformConfig>,
+    /// `rateLimit` (CFG-49b): off unless set.
+    pub rate_limit: Option<DestinationRateLimit>,
+    /// `circuitBreaker` (CFG-49c): off unless set.
+    pub circuit_breaker: Option<CircuitBreaker>,
+}
+
+/// `rateLimit` of a destination (CFG-49b): a token bucket per replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DestinationRateLimit {
+    pub messages_per_second: u32,
+    /// Default: `messagesPerSecond`.
+    pub burst: u32,
+}
+
+/// `circuitBreaker` of a destination (CFG-49c), per replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CircuitBreaker {
+    /// Default 5.
+    pub consecutive_failures: u32,
+    /// Default none: only the consecutive rule.
+    pub failure_rate_percent: Option<u32>,
+    /// Default 60000.
+    pub window_ms: u64,
+    /// Default 20.
+    pub minimum_publishes: u32,
+    /// Default 30000.
+    pub open_ms: u64,
 }
 
 /// One variant per `type`, so wiring code matches exhaustively.

@@ -7,8 +7,9 @@ use queuebox_core::template::{Template, TemplateFields};
 use crate::mask::mask_url;
 use crate::model::HeaderName;
 use crate::model_destination::{
-    Address, AddressColumn, DeliveryMode, Destination, DestinationKind, ExchangeType,
-    HttpDestination, KafkaDestination, LogDestination, NatsDestination, RabbitmqDestination,
+    Address, AddressColumn, CircuitBreaker, DeliveryMode, Destination, DestinationKind,
+    DestinationRateLimit, ExchangeType, HttpDestination, KafkaDestination, LogDestination,
+    NatsDestination, RabbitmqDestination,
 };
 use crate::node::Node;
 use crate::parse_common::{
@@ -21,7 +22,13 @@ use crate::read::{Cx, Sec, join};
 use crate::values::{self as v, Range};
 
 const TYPES: &[&str] = &["http", "kafka", "log", "nats", "rabbitmq"];
-const SHARED: &[&str] = &["type", "headers", "transform"];
+const SHARED: &[&str] = &[
+    "type",
+    "headers",
+    "transform",
+    "rateLimit",
+    "circuitBreaker",
+];
 
 pub(crate) const OWN_KEYS: &[(&str, &[&str])] = &[
     ("http", &["baseUrl", "path", "timeoutMs", "auth", "signing"]),
@@ -103,6 +110,8 @@ pub(crate) fn read_destination(
     let headers = read_headers(cx, &mut s, ty == "http");
     let transform_node = s.node("transform");
     let transform = read_transform(cx, &s.at("transform"), transform_node);
+    let rate_limit = read_rate_limit(cx, &mut s);
+    let circuit_breaker = read_circuit_breaker(cx, &mut s);
     let kind = match ty {
         "http" => read_http(cx, &mut s).map(DestinationKind::Http),
         "rabbitmq" => read_rabbitmq(cx, &mut s).map(DestinationKind::Rabbitmq),
@@ -131,6 +140,76 @@ pub(crate) fn read_destination(
         kind: kind?,
         headers,
         transform,
+        rate_limit,
+        circuit_breaker,
+    })
+}
+
+/// `rateLimit` (CFG-49b): `messagesPerSecond` required, `burst` defaults to it.
+fn read_rate_limit(cx: &mut Cx<'_>, s: &mut Sec<'_>) -> Option<DestinationRateLimit> {
+    let path = s.at("rateLimit");
+    let node = s.node("rateLimit")?;
+    let mut r = Sec::open(cx, &path, Some(node));
+    let rate = match r.node("messagesPerSecond") {
+        Some(n) => v::uint(cx, &r.at("messagesPerSecond"), n, Range::Positive),
+        None => {
+            cx.error(&r.at("messagesPerSecond"), "required in rateLimit");
+            None
+        }
+    };
+    let burst = r
+        .node("burst")
+        .map(|n| v::uint(cx, &r.at("burst"), n, Range::Positive));
+    r.finish(cx, &["messagesPerSecond", "burst"]);
+    let messages_per_second = rate?;
+    Some(DestinationRateLimit {
+        messages_per_second,
+        burst: match burst {
+            Some(burst) => burst?,
+            None => messages_per_second,
+        },
+    })
+}
+
+/// `circuitBreaker` (CFG-49c); every key has a default, so `circuitBreaker: {}` turns it on.
+fn read_circuit_breaker(cx: &mut Cx<'_>, s: &mut Sec<'_>) -> Option<CircuitBreaker> {
+    let path = s.at("circuitBreaker");
+    let node = s.node("circuitBreaker")?;
+    let mut b = Sec::open(cx, &path, Some(node));
+    let mut ok = true;
+    let mut count = |cx: &mut Cx<'_>, b: &mut Sec<'_>, key: &str, range: Range| -> Option<u32> {
+        let n = b.node(key)?;
+        let value = v::uint(cx, &b.at(key), n, range);
+        ok &= value.is_some();
+        value
+    };
+    let consecutive_failures = count(cx, &mut b, "consecutiveFailures", Range::Positive);
+    let failure_rate_percent = count(cx, &mut b, "failureRatePercent", Range::Between(1, 100));
+    let minimum_publishes = count(cx, &mut b, "minimumPublishes", Range::Positive);
+    let mut ms = |cx: &mut Cx<'_>, b: &mut Sec<'_>, key: &str| -> Option<u64> {
+        let n = b.node(key)?;
+        let value = v::ms(cx, &b.at(key), n, Range::Positive);
+        ok &= value.is_some();
+        value
+    };
+    let window_ms = ms(cx, &mut b, "windowMs");
+    let open_ms = ms(cx, &mut b, "openMs");
+    b.finish(
+        cx,
+        &[
+            "consecutiveFailures",
+            "failureRatePercent",
+            "windowMs",
+            "minimumPublishes",
+            "openMs",
+        ],
+    );
+    ok.then_some(CircuitBreaker {
+        consecutive_failures: consecutive_failures.unwrap_or(5),
+        failure_rate_percent,
+        window_ms: window_ms.unwrap_or(60_000),
+        minimum_publishes: minimum_publishes.unwrap_or(20),
+        open_ms: open_ms.unwrap_or(30_000),
     })
 }
 

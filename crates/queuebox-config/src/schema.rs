@@ -59,6 +59,24 @@ static DESTINATION: Shape = Section(&[
     ("type", &Leaf),
     ("headers", &FreeMap),
     ("transform", &TRANSFORM),
+    (
+        "rateLimit",
+        &Section(&[("messagesPerSecond", &Leaf), ("burst", &Leaf)]),
+    ),
+    (
+        "circuitBreaker",
+        &Section(&[
+            ("consecutiveFailures", &Leaf),
+            ("failureRatePercent", &Leaf),
+            ("windowMs", &Leaf),
+            ("minimumPublishes", &Leaf),
+            ("openMs", &Leaf),
+        ]),
+    ),
+    (
+        "signing",
+        &Section(&[("type", &Leaf), ("secret", &LeafList)]),
+    ),
     ("baseUrl", &Leaf),
     ("path", &Leaf),
     ("timeoutMs", &Leaf),

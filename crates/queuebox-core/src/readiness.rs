@@ -16,6 +16,9 @@ pub enum ComponentDown {
     Stopped,
     /// The component is being stopped by the shutdown (`reason: stopping`).
     Stopping,
+    /// A destination's circuit breaker is open or half-open (`reason: circuit-open`); only
+    /// ever on an advisory component, since the receiver is down, not QueueBox.
+    CircuitOpen,
 }
 
 impl ComponentDown {
@@ -25,6 +28,7 @@ impl ComponentDown {
             Self::Failed => "failed",
             Self::Stopped => "stopped",
             Self::Stopping => "stopping",
+            Self::CircuitOpen => "circuit-open",
         }
     }
 }

@@ -62,6 +62,8 @@ pub const OUTBOX_PROCESSING_DURATION_SECONDS: &str = "queuebox_outbox_processing
 pub const OUTBOX_PUBLISH_DURATION_SECONDS: &str = "queuebox_outbox_publish_duration_seconds";
 pub const OUTBOX_DESTINATION_MESSAGES_TOTAL: &str = "queuebox_outbox_destination_messages_total";
 pub const OUTBOX_QUEUE_DEPTH: &str = "queuebox_outbox_queue_depth";
+pub const OUTBOX_DESTINATION_CIRCUIT_STATE: &str = "queuebox_outbox_destination_circuit_state";
+pub const OUTBOX_DESTINATION_HELD_TOTAL: &str = "queuebox_outbox_destination_held_total";
 pub const HTTP_PUBLISH_RESPONSES_TOTAL: &str = "queuebox_http_publish_responses_total";
 pub const TRANSFORM_FAILURES_TOTAL: &str = "queuebox_transform_failures_total";
 pub const INBOX_MESSAGES_TOTAL: &str = "queuebox_inbox_messages_total";
@@ -126,7 +128,7 @@ use Presence::{AtStart, FirstUse};
 
 // HELP texts are the meaning column of §5.2 verbatim (MET-3), markdown backticks included, so
 // the docs test can compare them without a translation table.
-static CATALOGUE: [FamilySpec; 37] = [
+static CATALOGUE: [FamilySpec; 39] = [
     family(
         INFO,
         Gauge,
@@ -217,6 +219,20 @@ static CATALOGUE: [FamilySpec; 37] = [
         &["destination"],
         FirstUse,
         "Messages this instance has claimed for the destination whose publish has not finished.",
+    ),
+    family(
+        OUTBOX_DESTINATION_CIRCUIT_STATE,
+        Gauge,
+        &["destination"],
+        FirstUse,
+        "The circuit breaker of a destination with `circuitBreaker`: `0` closed, `1` open, `2` half-open (one probe decides).",
+    ),
+    family(
+        OUTBOX_DESTINATION_HELD_TOTAL,
+        Counter,
+        &["destination", "reason"],
+        FirstUse,
+        "Messages held back before their publish without an attempt counted: `rate_limit` by the destination's `rateLimit`, `circuit_open` by its open circuit breaker.",
     ),
     family(
         HTTP_PUBLISH_RESPONSES_TOTAL,

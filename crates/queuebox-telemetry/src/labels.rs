@@ -114,6 +114,14 @@ impl LabelSet for DestinationType {
 }
 
 label_enum! {
+    /// `reason` of `queuebox_outbox_destination_held_total`.
+    HeldReason {
+        RateLimit => "rate_limit",
+        CircuitOpen => "circuit_open",
+    }
+}
+
+label_enum! {
     /// `outcome` of `queuebox_outbox_destination_messages_total`.
     PublishOutcome {
         Success => "success",

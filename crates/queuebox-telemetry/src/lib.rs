@@ -22,7 +22,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use catalogue::*;
 pub use handles::{Clock, CounterHandle, GaugeHandle, SystemClock};
 pub use labels::{
-    DestinationType, InboxStatus, OutboxStatus, PoolState, PublishOutcome, RefusalReason,
+    DestinationType, HeldReason, InboxStatus, OutboxStatus, PoolState, PublishOutcome, RefusalReason,
     RejectionReason, StatusClass, Table, TransformStrategy,
 };
 pub use render::CONTENT_TYPE;
@@ -69,6 +69,8 @@ struct Inner {
     publish_duration: Summaries<DestinationType>,
     destination_messages: NamedFamily<PublishOutcome, CounterHandle>,
     queue_depth: NamedFamily<NoLabels, GaugeHandle>,
+    circuit_state: NamedFamily<NoLabels, GaugeHandle>,
+    destination_held: NamedFamily<HeldReason, CounterHandle>,
     http_publish_responses: Counters<StatusClass>,
     transform_failures: Counters<TransformStrategy>,
     inbox_messages: Counters<InboxStatus>,
@@ -97,7 +99,7 @@ struct Inner {
 
 impl Inner {
     /// Every family, in catalogue order (a test holds this list to `catalogue()`).
-    fn families(&self) -> [&dyn Collect; 37] {
+    fn families(&self) -> [&dyn Collect; 39] {
         [
             &self.info,
             &self.uptime,
@@ -112,6 +114,8 @@ impl Inner {
             &self.publish_duration,
             &self.destination_messages,
             &self.queue_depth,
+            &self.circuit_state,
+            &self.destination_held,
             &self.http_publish_responses,
             &self.transform_failures,
             &self.inbox_messages,
@@ -171,6 +175,8 @@ impl Metrics {
             publish_duration: EnumFamily::new(OUTBOX_PUBLISH_DURATION_SECONDS, t),
             destination_messages: NamedFamily::new(OUTBOX_DESTINATION_MESSAGES_TOTAL, t),
             queue_depth: NamedFamily::new(OUTBOX_QUEUE_DEPTH, t),
+            circuit_state: NamedFamily::new(OUTBOX_DESTINATION_CIRCUIT_STATE, t),
+            destination_held: NamedFamily::new(OUTBOX_DESTINATION_HELD_TOTAL, t),
             http_publish_responses: EnumFamily::new(HTTP_PUBLISH_RESPONSES_TOTAL, t),
             transform_failures: EnumFamily::new(TRANSFORM_FAILURES_TOTAL, t),
             inbox_messages: EnumFamily::new(INBOX_MESSAGES_TOTAL, t),
@@ -273,6 +279,17 @@ impl Metrics {
     /// It appears from its first `set`/`inc`/`dec`.
     pub fn queue_depth(&self, destination: &str) -> GaugeHandle {
         self.inner.queue_depth.get(destination, NoLabels)
+    }
+
+    /// `queuebox_outbox_destination_circuit_state{destination}` of a destination with a circuit
+    /// breaker; keep the handle. It appears from its first `set`.
+    pub fn circuit_state(&self, destination: &str) -> GaugeHandle {
+        self.inner.circuit_state.get(destination, NoLabels)
+    }
+
+    /// `queuebox_outbox_destination_held_total{destination,reason}`; keep the handle.
+    pub fn destination_held(&self, destination: &str, reason: HeldReason) -> CounterHandle {
+        self.inner.destination_held.get(destination, reason)
     }
 
     /// `queuebox_http_publish_responses_total{status_class}`: pass the raw status of a response

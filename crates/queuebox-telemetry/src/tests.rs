@@ -138,6 +138,8 @@ fn exercise_everything(m: &Metrics) {
     m.destination_messages("billing", PublishOutcome::Success)
         .inc();
     m.queue_depth("billing").set(2.0);
+    m.circuit_state("billing").set(1.0);
+    m.destination_held("billing", HeldReason::CircuitOpen).inc();
     m.http_publish_responses(503).inc();
     m.transform_failures(TransformStrategy::Skip).inc();
     m.inbox_messages(InboxStatus::New).inc();
@@ -471,6 +473,16 @@ fn met_8_catalogue_matches_the_spec_table() {
         ),
         ("queuebox_outbox_queue_depth", "gauge", &["destination"]),
         (
+            "queuebox_outbox_destination_circuit_state",
+            "gauge",
+            &["destination"],
+        ),
+        (
+            "queuebox_outbox_destination_held_total",
+            "counter",
+            &["destination", "reason"],
+        ),
+        (
             "queuebox_http_publish_responses_total",
             "counter",
             &["status_class"],
@@ -605,6 +617,10 @@ fn met_8_label_value_sets_match_the_spec_table() {
             "storage_failed",
             "shutting_down"
         ]
+    );
+    assert_eq!(
+        words(HeldReason::ALL, HeldReason::as_str),
+        ["rate_limit", "circuit_open"]
     );
     assert_eq!(words(Table::ALL, Table::as_str), ["outbox", "inbox"]);
     assert_eq!(words(PoolState::ALL, PoolState::as_str), ["active", "idle"]);

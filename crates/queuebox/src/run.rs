@@ -142,13 +142,17 @@ async fn start(config: Config) -> Result<Service, StartError> {
         readiness.extend(destination.readiness());
     }
 
+    // Issue 15 item 6: the destinations' rate limits and circuit breakers.
+    let guards = settings::destination_guards(&config, &metrics);
+    readiness.extend(guards.values().filter_map(|g| g.readiness()));
     let poller = OutboxPoller::new(
         store.clone(),
         outbox.routes,
         settings::outbox_settings(&config),
         metrics.clone(),
         outbox_wake.clone(),
-    );
+    )
+    .with_guards(&guards);
     let poller_health = poller.health();
     readiness.push(running_check("outbox-poller", move || {
         poller_health.is_running()

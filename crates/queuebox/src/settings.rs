@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use queuebox_config::{Config, InboxRetentionPolicy, OutboxRetentionPolicy, RetentionConfig};
 use queuebox_core::retry::RetryPolicy;
-use queuebox_engine::outbox::OutboxSettings;
+use queuebox_engine::outbox::{
+    BreakerSettings, DestinationGuard, GuardSettings, OutboxSettings, RateLimitSettings,
+};
 use queuebox_engine::relay::{RelaySettings, RelaySource};
 use queuebox_engine::retention::{RetentionSettings, TableRetention};
 use queuebox_store::RetentionRule;
@@ -24,6 +26,40 @@ pub fn outbox_settings(config: &Config) -> OutboxSettings {
         pending_gauge_interval: Duration::from_millis(outbox.pending_gauge_interval_ms),
         shutdown_timeout: Duration::from_millis(outbox.shutdown_timeout_ms),
     }
+}
+
+/// The guard settings of one destination, from its `rateLimit` and `circuitBreaker`.
+pub fn guard_settings(destination: &queuebox_config::Destination) -> GuardSettings {
+    GuardSettings {
+        rate_limit: destination.rate_limit.map(|r| RateLimitSettings {
+            messages_per_second: r.messages_per_second,
+            burst: r.burst,
+        }),
+        circuit_breaker: destination.circuit_breaker.map(|b| BreakerSettings {
+            consecutive_failures: b.consecutive_failures,
+            failure_rate_percent: b.failure_rate_percent,
+            window: Duration::from_millis(b.window_ms),
+            minimum_publishes: b.minimum_publishes,
+            open_for: Duration::from_millis(b.open_ms),
+        }),
+    }
+}
+
+/// One guard per destination that sets `rateLimit` or `circuitBreaker` (issue 15 item 6).
+pub fn destination_guards(
+    config: &Config,
+    metrics: &queuebox_telemetry::Metrics,
+) -> std::collections::HashMap<String, std::sync::Arc<DestinationGuard>> {
+    config
+        .destinations
+        .iter()
+        .filter_map(|(name, d)| {
+            let settings = guard_settings(d);
+            settings
+                .is_enabled()
+                .then(|| (name.clone(), DestinationGuard::new(name, settings, metrics)))
+        })
+        .collect()
 }
 
 /// The push relay's settings, from `inbox.relay.*` (CFG-48).

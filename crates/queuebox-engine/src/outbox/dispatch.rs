@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Level;
 
 use super::PollerContext;
+use super::guard::{self, DestinationGuard};
 use super::held::{Stage, Start};
 use super::route::OutboxTransforms;
 use super::row::{RowLog, jitter, row_event, terminal_write};
@@ -32,6 +33,8 @@ pub struct DestHandles {
     failure: CounterHandle,
     depth: GaugeHandle,
     kind: DestinationType,
+    /// The destination's rate limit and circuit breaker, when it has either (guard.rs).
+    pub guard: Option<Arc<DestinationGuard>>,
 }
 
 impl DestHandles {
@@ -42,6 +45,7 @@ impl DestHandles {
             failure: metrics.destination_messages_handle(name, PublishOutcome::Failure),
             depth: metrics.queue_depth(name),
             kind: destination.kind(),
+            guard: None,
         }
     }
 
@@ -134,7 +138,13 @@ pub async fn run_dispatcher(
             }
         }
         let who = (job.claim, Arc::clone(&job.log));
-        let handle = publishes.spawn(publish(Arc::clone(&shared), job, permit, done.clone()));
+        let handle = publishes.spawn(publish(
+            Arc::clone(&shared),
+            job,
+            permit,
+            Arc::clone(&slots),
+            done.clone(),
+        ));
         running.insert(handle.id(), who);
     }
     while let Some(joined) = publishes.join_next_with_id().await {
@@ -173,8 +183,17 @@ async fn publish(
     shared: Arc<PollerContext>,
     job: Job,
     permit: OwnedSemaphorePermit,
+    slots: Arc<Semaphore>,
     done: mpsc::UnboundedSender<Completion>,
 ) {
+    // Issue 15 item 6: the destination's rate limit and circuit breaker may hold the row first.
+    let mut job = Some(job);
+    let Some((pass, permit)) =
+        guard::before_publish(&shared, &mut job, permit, &slots, &done).await
+    else {
+        return;
+    };
+    let Some(job) = job else { return };
     // OUT-19 steps 3–4, on every attempt (TRF-6): the stored row is never changed, only the
     // message this attempt publishes.
     let transformed = if job.transforms.is_empty() {
@@ -210,6 +229,7 @@ async fn publish(
         outcome = job.destination.publish(message) => outcome,
     };
     let elapsed = started.elapsed();
+    guard::after_publish(pass, &outcome);
     drop(permit);
     drop(job.depth);
     shared

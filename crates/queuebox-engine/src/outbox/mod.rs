@@ -9,6 +9,7 @@
 
 mod claim;
 mod dispatch;
+mod guard;
 mod held;
 mod renew;
 mod route;
@@ -33,6 +34,9 @@ use tokio::task::{Id, JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::Level;
 
+pub use guard::{
+    BreakerSettings, CircuitState, DestinationGuard, GuardSettings, RateLimitSettings,
+};
 pub use route::{OutboxTransforms, Route, no_route_reason, route};
 pub use row::correlation_id;
 
@@ -163,6 +167,17 @@ impl OutboxPoller {
             wake,
             health: PollerHealth::default(),
         }
+    }
+
+    /// Gives the named destinations their rate limit and circuit breaker (guard.rs); call
+    /// before `run`. A name no route uses is ignored.
+    pub fn with_guards(mut self, guards: &HashMap<String, Arc<DestinationGuard>>) -> Self {
+        if let Some(shared) = Arc::get_mut(&mut self.shared) {
+            for (name, handles) in &mut shared.handles {
+                handles.guard = guards.get(name).cloned();
+            }
+        }
+        self
     }
 
     pub fn health(&self) -> PollerHealth {

@@ -155,6 +155,7 @@ fn settle(shared: &PollerContext, completion: Completion, written: &HashSet<Clai
         return;
     };
     let metrics = &shared.metrics;
+    let held = super::guard::is_held(&write, &log);
     if !written.contains(&claim) {
         metrics.claims_lost(Table::Outbox).inc();
         match write {
@@ -179,6 +180,15 @@ fn settle(shared: &PollerContext, completion: Completion, written: &HashSet<Clai
         TerminalWrite::Sent { .. } => {
             metrics.outbox_messages(OutboxStatus::Sent).inc();
             row_event!(Level::DEBUG, log, "Message delivered.");
+        }
+        TerminalWrite::Retry { delay, error, .. } if held => {
+            row_event!(
+                Level::DEBUG,
+                log,
+                %error,
+                retryInMs = delay.as_millis() as u64,
+                "The destination guard held the message back. It returned to pending without an attempt counted."
+            );
         }
         TerminalWrite::Retry {
             attempt,
