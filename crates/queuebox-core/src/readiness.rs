@@ -16,6 +16,10 @@ pub enum ComponentDown {
     Stopped,
     /// The component is being stopped by the shutdown (`reason: stopping`).
     Stopping,
+    /// The dependency answers its check but has not finished work it was given in time, e.g.
+    /// a database that answers `SELECT 1` while the intake's insert waits on it beyond
+    /// `inbox.storageWaitMs` (`reason: stuck`).
+    Stuck,
 }
 
 impl ComponentDown {
@@ -25,6 +29,7 @@ impl ComponentDown {
             Self::Failed => "failed",
             Self::Stopped => "stopped",
             Self::Stopping => "stopping",
+            Self::Stuck => "stuck",
         }
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use queuebox_config::{CaptureMode, Config};
 use queuebox_core::{ComponentDown, Destination, Intake, ReadinessComponent};
 use queuebox_engine::intake::InboxIntake;
-use queuebox_engine::intake::writer::{IntakeWriter, WriterSettings};
+use queuebox_engine::intake::writer::{IntakeWriter, StoreWait, WriterSettings};
 use queuebox_engine::outbox::OutboxPoller;
 use queuebox_engine::relay::Relay;
 use queuebox_engine::retention::Retention;
@@ -102,7 +102,9 @@ async fn start(config: Config) -> Result<Service, StartError> {
     let (mut tasks, ended) = Tasks::new();
     let outbox_wake = Arc::new(Notify::new());
     let relay_wake = Arc::new(Notify::new());
-    let mut readiness = vec![database_check(&store)];
+    let store_wait = StoreWait::default();
+    let storage_wait = Duration::from_millis(config.inbox.storage_wait_ms);
+    let mut readiness = vec![database_check(&store, store_wait.clone(), storage_wait)];
     for destination in &outbox.destinations {
         readiness.extend(destination.readiness());
     }
@@ -160,7 +162,8 @@ async fn start(config: Config) -> Result<Service, StartError> {
         WriterSettings::default(),
         metrics.clone(),
         relay_wake,
-    );
+    )
+    .reporting_to(store_wait);
     let intake: Arc<dyn Intake> = Arc::new(InboxIntake::new(
         sources.pipelines,
         writer.handle(),
@@ -197,9 +200,7 @@ async fn start(config: Config) -> Result<Service, StartError> {
     // Step 13: the ports.
     let routes = source_routes(
         sources.http_routes,
-        HttpSourceSettings {
-            max_body_bytes: config.inbox.max_body_bytes,
-        },
+        HttpSourceSettings::of_inbox(&config.inbox),
         intake,
     );
     let renderer = metrics.clone();
@@ -283,12 +284,22 @@ pub async fn start_database(config: &Config) -> Result<Arc<dyn Store>, StartErro
     Ok(store)
 }
 
-/// OPS-18 `database`: a pooled connection and `SELECT 1` within 2000 ms.
-fn database_check(store: &Arc<dyn Store>) -> ReadinessComponent {
+/// OPS-18 `database`: a pooled connection and `SELECT 1` within 2000 ms; and (issue 17
+/// defect 7) `stuck` while the intake's current insert has waited longer than
+/// `inbox.storageWaitMs`, which `SELECT 1` alone does not see.
+fn database_check(
+    store: &Arc<dyn Store>,
+    intake: StoreWait,
+    storage_wait: Duration,
+) -> ReadinessComponent {
     let store = store.clone();
     ReadinessComponent::new("database", move || {
         let store = store.clone();
+        let stuck = intake.waiting_for().is_some_and(|waited| waited > storage_wait);
         async move {
+            if stuck {
+                return Err(ComponentDown::Stuck);
+            }
             match tokio::time::timeout(DATABASE_CHECK, store.ping()).await {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(_)) | Err(_) => Err(ComponentDown::Failed),

@@ -128,9 +128,7 @@ async fn inb_76_log_lines_name_source_and_correlation_never_values() {
     tokio::spawn(writer.run(stop));
     let routes = source_routes(
         vec![route],
-        HttpSourceSettings {
-            max_body_bytes: 1024,
-        },
+        HttpSourceSettings::new(1024),
         Arc::new(intake),
     );
     let router = routes.router;

@@ -215,9 +215,7 @@ pub async fn serve(sources: Vec<Source>) -> Harness {
     tokio::spawn(writer.run(stop.clone()));
     let routes = source_routes(
         routes,
-        HttpSourceSettings {
-            max_body_bytes: MAX_BODY,
-        },
+        HttpSourceSettings::new(MAX_BODY),
         Arc::new(intake),
     );
     let mut settings = ServerSettings::new(0, None);
