@@ -82,14 +82,14 @@ else
 fi
 
 # Each client library runs its own suite; its last line is "<name>: N passed, M failed".
-run_client_suite() { # name, script
+run_client_suite() { # name, script[, its arguments]
     local name=$1 script=$2 log="$logs/$1.log"
     if [ ! -f "$script" ]; then
         echo "test.sh: $script is missing" >&2
         record "$name" 0 1
         return
     fi
-    bash "$script" 2>&1 | tee "$log"
+    bash "$script" "${@:3}" 2>&1 | tee "$log"
     local status=${PIPESTATUS[0]}
     local line p f
     line=$(grep -E "^$name: [0-9]+ passed, [0-9]+ failed" "$log" | tail -n 1)
@@ -106,6 +106,12 @@ run_client_suite typescript clients/typescript/test.sh
 # The Rust client as a user gets it: cargo package, and the README's git dependency in a fresh
 # application running the README example.
 run_client_suite rustclient crates/queuebox-inbox/release-test.sh
+
+# The chaos ledger test in its short form (issue 17; docs/reliability.md): 3 replicas on a
+# private PostgreSQL cluster, kill -9, SIGSTOP, an immediate PostgreSQL restart and row locks
+# while rows and webhooks flow; fails on any lost message or per-key order violation. Bounded
+# by bench/chaos/run.sh (300 s at most; about 2 minutes on 2 cores).
+run_client_suite chaos bench/chaos/run.sh --short
 
 if [ -n "${QUEUEBOX_TEST_SQLSERVER_URL:-}" ]; then
     echo "test.sh: QUEUEBOX_TEST_SQLSERVER_URL is set, but no SQL Server store exists yet" >&2

@@ -63,6 +63,12 @@ pub struct OutboxConfig {
 pub struct InboxConfig {
     pub base_path: String,
     pub max_body_bytes: u64,
+    /// `inbox.maxPendingBytes`: the bytes of request bodies all HTTP sources hold at once,
+    /// being received or waiting for the database; beyond it a request gets 503 (issue 17).
+    pub max_pending_bytes: u64,
+    /// `inbox.storageWaitMs`: how long an HTTP request waits for the database to store its
+    /// message before it gets 503 (issue 17).
+    pub storage_wait_ms: u64,
     pub relay: RelayConfig,
 }
 

@@ -128,6 +128,26 @@ pub(crate) fn read_inbox(
         n,
         Range::Positive
     ));
+    let max_pending_bytes = get!(cx, s, "maxPendingBytes", 67_108_864, |p, n| {
+        v::ms(cx, &p, n, Range::Positive).and_then(|bytes| {
+            if bytes < max_body_bytes {
+                cx.error_at(
+                    &p,
+                    n,
+                    format!("must be at least inbox.maxBodyBytes ({max_body_bytes}), got {bytes}"),
+                );
+                None
+            } else {
+                Some(bytes)
+            }
+        })
+    });
+    let storage_wait_ms = get!(cx, s, "storageWaitMs", 10_000, |p, n| v::ms(
+        cx,
+        &p,
+        n,
+        Range::Positive
+    ));
     let relay_node = s.node("relay");
     let mut r = Sec::open(cx, "inbox.relay", relay_node);
     let ms = |cx: &mut Cx<'_>, p: &str, n: &Node| v::ms(cx, p, n, Range::Positive);
@@ -159,10 +179,21 @@ pub(crate) fn read_inbox(
             "maxAttempts",
         ],
     );
-    s.finish(cx, &["basePath", "maxBodyBytes", "relay"]);
+    s.finish(
+        cx,
+        &[
+            "basePath",
+            "maxBodyBytes",
+            "maxPendingBytes",
+            "storageWaitMs",
+            "relay",
+        ],
+    );
     InboxConfig {
         base_path,
         max_body_bytes,
+        max_pending_bytes,
+        storage_wait_ms,
         relay,
     }
 }

@@ -236,6 +236,8 @@ pub(crate) static ROOT: Shape = Section(&[
         &Section(&[
             ("basePath", &Leaf),
             ("maxBodyBytes", &Leaf),
+            ("maxPendingBytes", &Leaf),
+            ("storageWaitMs", &Leaf),
             (
                 "relay",
                 &Section(&[

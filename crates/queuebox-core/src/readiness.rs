@@ -19,6 +19,10 @@ pub enum ComponentDown {
     /// A destination's circuit breaker is open or half-open (`reason: circuit-open`); only
     /// ever on an advisory component, since the receiver is down, not QueueBox.
     CircuitOpen,
+    /// The dependency answers its check but has not finished work it was given in time, e.g.
+    /// a database that answers `SELECT 1` while the intake's insert waits on it beyond
+    /// `inbox.storageWaitMs` (`reason: stuck`).
+    Stuck,
 }
 
 impl ComponentDown {
@@ -29,6 +33,7 @@ impl ComponentDown {
             Self::Stopped => "stopped",
             Self::Stopping => "stopping",
             Self::CircuitOpen => "circuit-open",
+            Self::Stuck => "stuck",
         }
     }
 }

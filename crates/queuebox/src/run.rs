@@ -9,7 +9,7 @@ use queuebox_config::{CaptureMode, Config};
 use queuebox_core::{ComponentDown, Destination, Intake, ReadinessComponent};
 use queuebox_engine::gauges::InboxGauges;
 use queuebox_engine::intake::InboxIntake;
-use queuebox_engine::intake::writer::{IntakeWriter, WriterSettings};
+use queuebox_engine::intake::writer::{IntakeWriter, StoreWait, WriterSettings};
 use queuebox_engine::outbox::OutboxPoller;
 use queuebox_engine::relay::Relay;
 use queuebox_engine::retention::Retention;
@@ -115,7 +115,9 @@ async fn start(config: Config) -> Result<Service, StartError> {
     let (mut tasks, ended) = Tasks::new();
     let outbox_wake = Arc::new(Notify::new());
     let relay_wake = Arc::new(Notify::new());
-    let mut readiness = vec![database_check(&store)];
+    let store_wait = StoreWait::default();
+    let storage_wait = Duration::from_millis(config.inbox.storage_wait_ms);
+    let mut readiness = vec![database_check(&store, store_wait.clone(), storage_wait)];
     // OUT-57: the notify capture listener, one connection outside the pool, beside polling.
     // The configuration allows notify only with PostgreSQL (CFG-46).
     if config.outbox.capture_mode == CaptureMode::Notify {
@@ -199,7 +201,8 @@ async fn start(config: Config) -> Result<Service, StartError> {
         WriterSettings::default(),
         metrics.clone(),
         relay_wake.clone(),
-    );
+    )
+    .reporting_to(store_wait);
     let intake: Arc<dyn Intake> = Arc::new(InboxIntake::new(
         sources.pipelines,
         writer.handle(),
@@ -252,10 +255,7 @@ async fn start(config: Config) -> Result<Service, StartError> {
     // Step 13: the ports.
     let routes = source_routes(
         sources.http_routes,
-        HttpSourceSettings {
-            max_body_bytes: config.inbox.max_body_bytes,
-            metrics: metrics.clone(),
-        },
+        HttpSourceSettings::of_inbox(&config.inbox, metrics.clone()),
         intake,
     );
     let renderer = metrics.clone();
@@ -333,12 +333,22 @@ pub async fn start_database(config: &Config) -> Result<Arc<dyn Store>, StartErro
     Ok(store)
 }
 
-/// OPS-18 `database`: a pooled connection and `SELECT 1` within 2000 ms.
-fn database_check(store: &Arc<dyn Store>) -> ReadinessComponent {
+/// OPS-18 `database`: a pooled connection and `SELECT 1` within 2000 ms; and (issue 17
+/// defect 7) `stuck` while the intake's current insert has waited longer than
+/// `inbox.storageWaitMs`, which `SELECT 1` alone does not see.
+fn database_check(
+    store: &Arc<dyn Store>,
+    intake: StoreWait,
+    storage_wait: Duration,
+) -> ReadinessComponent {
     let store = store.clone();
     ReadinessComponent::new("database", move || {
         let store = store.clone();
+        let stuck = intake.waiting_for().is_some_and(|waited| waited > storage_wait);
         async move {
+            if stuck {
+                return Err(ComponentDown::Stuck);
+            }
             match tokio::time::timeout(DATABASE_CHECK, store.ping()).await {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(_)) | Err(_) => Err(ComponentDown::Failed),

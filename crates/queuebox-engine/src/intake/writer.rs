@@ -5,8 +5,8 @@
 //! senders instead of being bounded by one fsync per message, and no source ever acknowledges a
 //! message before it is durable. Rows are stored in the order they were queued.
 
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use queuebox_core::intake::{IntakeOutcome, Refusal, StoredState};
 use queuebox_core::redact::redact;
@@ -78,6 +78,34 @@ impl WriterHandle {
     }
 }
 
+/// How long the writer has been waiting for the store to answer one batch (issue 17 defect 7):
+/// readiness reports the database stuck when that passes the storage wait, even while a
+/// `SELECT 1` still answers (a table lock, a full disk, a pool with no free connection).
+#[derive(Clone, Debug, Default)]
+pub struct StoreWait(Arc<Mutex<Option<Instant>>>);
+
+impl StoreWait {
+    /// `None` while no batch is with the store.
+    pub fn waiting_for(&self) -> Option<Duration> {
+        let since = *self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        since.map(|since| since.elapsed())
+    }
+
+    fn begin(&self) -> StoreWaitGuard<'_> {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        StoreWaitGuard(self)
+    }
+}
+
+/// Ends the wait when the store answered (or the write was cancelled).
+struct StoreWaitGuard<'a>(&'a StoreWait);
+
+impl Drop for StoreWaitGuard<'_> {
+    fn drop(&mut self) {
+        *self.0.0.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
 /// The writer stopped taking rows (shutdown).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stopped;
@@ -90,6 +118,7 @@ pub struct IntakeWriter {
     relay_wake: Arc<Notify>,
     queue: mpsc::Sender<Request>,
     requests: mpsc::Receiver<Request>,
+    store_wait: StoreWait,
 }
 
 impl IntakeWriter {
@@ -108,7 +137,20 @@ impl IntakeWriter {
             relay_wake,
             queue,
             requests,
+            store_wait: StoreWait::default(),
         }
+    }
+
+    /// How long the current batch has waited for the store, for readiness.
+    pub fn store_wait(&self) -> StoreWait {
+        self.store_wait.clone()
+    }
+
+    /// Reports its waits to `wait`, a [`StoreWait`] made before the writer (readiness is
+    /// built first).
+    pub fn reporting_to(mut self, wait: StoreWait) -> Self {
+        self.store_wait = wait;
+        self
     }
 
     /// A handle for the callers; take the handles before `run`.
@@ -136,6 +178,7 @@ impl IntakeWriter {
             relay_wake,
             queue,
             mut requests,
+            store_wait,
         } = self;
         // Only the handles keep the channel open; the writer's own sender must not.
         drop(queue);
@@ -144,6 +187,7 @@ impl IntakeWriter {
             metrics,
             relay_wake,
             failures: RepeatLog::default(),
+            store_wait,
         };
         let mut batch = Vec::with_capacity(settings.max_batch);
         loop {
@@ -182,13 +226,17 @@ struct Writer {
     metrics: Metrics,
     relay_wake: Arc<Notify>,
     failures: RepeatLog,
+    store_wait: StoreWait,
 }
 
 impl Writer {
     async fn write(&mut self, batch: Vec<Request>) {
         let (rows, answers): (Vec<NewInboxRow>, Vec<_>) =
             batch.into_iter().map(|r| (r.row, r.answer)).unzip();
-        match self.store.insert_batch(&rows).await {
+        let waiting = self.store_wait.begin();
+        let stored = self.store.insert_batch(&rows).await;
+        drop(waiting);
+        match stored {
             Ok(outcomes) => {
                 if let Some(repeats) = self.failures.success() {
                     tracing::info!(repeats, "Storing inbox messages works again.");

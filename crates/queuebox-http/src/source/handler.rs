@@ -16,6 +16,7 @@ use queuebox_core::{Intake, ReceivedMessage};
 
 use super::HttpSourceSettings;
 use super::body::{BodyError, read_capped};
+use super::budget::Budget;
 use super::correlation;
 use super::rate::retry_after_secs;
 use super::refusals::Refusals;
@@ -28,6 +29,8 @@ pub(crate) struct RouteHandler {
     pub(crate) settings: HttpSourceSettings,
     pub(crate) intake: Arc<dyn Intake>,
     pub(crate) refusals: Refusals,
+    /// Shared by every route: the intake's memory bound (issue 17 defect 5).
+    pub(crate) budget: Budget,
 }
 
 impl RouteHandler {
@@ -64,10 +67,16 @@ impl RouteHandler {
                 retry_after_secs: retry_after_secs(wait),
             };
         }
-        // Step 4: the body, once; these bytes serve every later step.
-        let body = match read_capped(body, cap, declared).await {
+        // Step 4: the body, once; these bytes serve every later step. They are held in the
+        // intake's memory bound until the message's outcome is known.
+        let mut held = self.budget.hold();
+        let body = match read_capped(body, cap, declared, &mut held).await {
             Ok(body) => body,
             Err(BodyError::TooLarge) => return Answer::TooLarge(cap),
+            Err(BodyError::Overloaded) => {
+                super::wait::overloaded(source, correlation_id);
+                return Answer::Overloaded;
+            }
             Err(BodyError::Broken) => {
                 tracing::debug!(
                     source,
@@ -98,8 +107,15 @@ impl RouteHandler {
                 ..ProtocolAttributes::default()
             },
         };
-        let settled = self.intake.submit(message, ()).await.await;
-        match settled.outcome {
+        let wait = self.settings.storage_wait;
+        let Some(outcome) = super::wait::stored_within(&self.intake, message, held, wait).await
+        else {
+            super::wait::timed_out(source, correlation_id, wait);
+            return Answer::StorageTimeout {
+                retry_after_secs: wait.as_millis().div_ceil(1000).max(1) as u64,
+            };
+        };
+        match outcome {
             IntakeOutcome::New { id, .. } => {
                 tracing::debug!(
                     source,

@@ -18,7 +18,7 @@
 //!     .filter(|source| matches!(source.kind, queuebox_config::SourceKind::Http(_)))
 //!     .map(HttpSourceRoute::from_config)
 //!     .collect::<Result<Vec<_>, _>>()?;
-//! let settings = HttpSourceSettings { max_body_bytes: config.inbox.max_body_bytes, metrics };
+//! let settings = HttpSourceSettings::of_inbox(&config.inbox, metrics);
 //! let data_routes = DataPortRoutes::new().merge_sources(source_routes(routes, settings, intake));
 //! # Ok(()) }
 //! ```
@@ -29,6 +29,7 @@
 
 pub(crate) mod auth;
 pub(crate) mod body;
+mod budget;
 pub mod correlation;
 mod handler;
 mod headers;
@@ -38,8 +39,10 @@ mod refusals;
 use refusals::Refusals;
 mod respond;
 mod route;
+mod wait;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -60,6 +63,37 @@ pub struct HttpSourceSettings {
     pub max_body_bytes: u64,
     /// Where refusals are counted (`queuebox_inbox_webhook_refusals_total`).
     pub metrics: queuebox_telemetry::Metrics,
+    /// `inbox.maxPendingBytes`: the body bytes all source routes hold at once, being received
+    /// or waiting for the database; a request beyond it gets 503 (issue 17 defect 5).
+    pub max_pending_bytes: u64,
+    /// `inbox.storageWaitMs`: the longest wait for the database to store a message; then the
+    /// request gets 503 (issue 17 defect 7).
+    pub storage_wait: Duration,
+}
+
+impl HttpSourceSettings {
+    /// The body cap, with the defaults of the other keys (64 MiB held, a 10 s storage wait).
+    pub fn new(max_body_bytes: u64, metrics: queuebox_telemetry::Metrics) -> Self {
+        Self {
+            max_body_bytes,
+            metrics,
+            max_pending_bytes: 67_108_864_u64.max(max_body_bytes),
+            storage_wait: Duration::from_secs(10),
+        }
+    }
+
+    /// The `inbox` section's keys.
+    pub fn of_inbox(
+        inbox: &queuebox_config::InboxConfig,
+        metrics: queuebox_telemetry::Metrics,
+    ) -> Self {
+        Self {
+            max_body_bytes: inbox.max_body_bytes,
+            metrics,
+            max_pending_bytes: inbox.max_pending_bytes,
+            storage_wait: Duration::from_millis(inbox.storage_wait_ms),
+        }
+    }
 }
 
 /// The source routes and the paths they answer, for [`crate::server::DataPortRoutes::merge_sources`].
@@ -84,6 +118,7 @@ pub fn source_routes(
 ) -> SourceRoutes {
     let mut router = Router::new();
     let mut paths = Vec::with_capacity(sources.len());
+    let budget = budget::Budget::new(settings.max_pending_bytes);
     for route in sources {
         let path = route.route.clone();
         let handler = Arc::new(RouteHandler {
@@ -91,6 +126,7 @@ pub fn source_routes(
             route,
             settings: settings.clone(),
             intake: Arc::clone(&intake),
+            budget: budget.clone(),
         });
         router = router.route(
             &path,

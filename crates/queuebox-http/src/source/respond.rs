@@ -44,6 +44,12 @@ pub(crate) enum Answer {
     StorageFailed,
     /// 503 `{"error":"QueueBox is shutting down"}`.
     ShuttingDown,
+    /// 503 `{"error":"Too many requests waiting to be stored"}` with `Retry-After: 1`: the
+    /// intake's memory bound (`inbox.maxPendingBytes`) has no room for the body.
+    Overloaded,
+    /// 503 `{"error":"The database did not answer in time"}` with `Retry-After`: the message
+    /// was not stored within `inbox.storageWaitMs` (it may still be; a repeat is a duplicate).
+    StorageTimeout { retry_after_secs: u64 },
 }
 
 impl Answer {
@@ -97,14 +103,27 @@ impl Answer {
             Self::ShuttingDown => {
                 error(StatusCode::SERVICE_UNAVAILABLE, "QueueBox is shutting down")
             }
+            Self::Overloaded => error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Too many requests waiting to be stored",
+            ),
+            Self::StorageTimeout { .. } => error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The database did not answer in time",
+            ),
         };
         let mut response = Response::new(Body::from(body.to_string()));
         *response.status_mut() = status;
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         match self {
-            Self::RateLimited { retry_after_secs } => {
+            Self::RateLimited { retry_after_secs } | Self::StorageTimeout { retry_after_secs } => {
                 headers.insert(RETRY_AFTER, HeaderValue::from(retry_after_secs));
+            }
+            // The body may not have been read to its end.
+            Self::Overloaded => {
+                headers.insert(RETRY_AFTER, HeaderValue::from(1_u64));
+                headers.insert(CONNECTION, HeaderValue::from_static("close"));
             }
             // The rest of the body was not read (or cannot be): the connection is not reused,
             // and a client about to shut down is not invited to send again on it.

@@ -128,10 +128,7 @@ async fn inb_76_log_lines_name_source_and_correlation_never_values() {
     tokio::spawn(writer.run(stop));
     let routes = source_routes(
         vec![route],
-        HttpSourceSettings {
-            max_body_bytes: 1024,
-            metrics: queuebox_telemetry::Metrics::new("test"),
-        },
+        HttpSourceSettings::new(1024, queuebox_telemetry::Metrics::new("test")),
         Arc::new(intake),
     );
     let router = routes.router;

@@ -215,10 +215,7 @@ pub async fn serve(sources: Vec<Source>) -> Harness {
     tokio::spawn(writer.run(stop.clone()));
     let routes = source_routes(
         routes,
-        HttpSourceSettings {
-            max_body_bytes: MAX_BODY,
-            metrics: queuebox_telemetry::Metrics::new("test"),
-        },
+        HttpSourceSettings::new(MAX_BODY, queuebox_telemetry::Metrics::new("test")),
         Arc::new(intake),
     );
     let mut settings = ServerSettings::new(0, None);

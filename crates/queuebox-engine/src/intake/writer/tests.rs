@@ -298,3 +298,33 @@ async fn a_zero_max_batch_is_refused() {
         Err(EngineError::BadSetting { .. })
     ));
 }
+
+#[tokio::test]
+async fn store_wait_tells_how_long_a_batch_has_waited_for_the_store() {
+    // Issue 17 defect 7: readiness reads this to report a stuck database.
+    let store = Arc::new(Memory::default());
+    *store.gated.lock().unwrap() = 1;
+    let writer = IntakeWriter::new(
+        Arc::clone(&store) as Arc<dyn IntakeStore>,
+        WriterSettings::default(),
+        Metrics::new("test"),
+        Arc::new(Notify::new()),
+    );
+    let wait = writer.store_wait();
+    let handle = writer.handle();
+    let cancel = CancellationToken::new();
+    let task = tokio::spawn(writer.run(cancel.clone()));
+    assert_eq!(wait.waiting_for(), None, "idle: no wait");
+    let stored = send_all(&handle, ["k0".to_owned()]);
+    wait_until("the gated batch", || store.batches.lock().unwrap().len() == 1).await;
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let waited = wait.waiting_for().expect("a batch is with the store");
+    assert!(waited >= Duration::from_millis(50), "{waited:?}");
+    store.gate.notify_one();
+    for task in stored {
+        assert!(matches!(task.await.unwrap(), IntakeOutcome::New { .. }));
+    }
+    assert_eq!(wait.waiting_for(), None, "answered: the wait ended");
+    cancel.cancel();
+    task.await.unwrap().unwrap();
+}
