@@ -12,6 +12,11 @@ Usage: kafka_client.py BOOTSTRAP COMMAND ARGS...
   read TOPIC            every record of TOPIC, in partition and offset order
   committed GROUP TOPIC the committed offset of each partition (-1001: none)
   partition-for KEY N   the partition of KEY among N by Kafka's default partitioner
+  fill TOPIC N          (bench) N JSON records of about 190 bytes, batched, acks=all
+  floor-consume TOPIC N POLL  (bench) the raw consumer floor: a consumer group reads N records,
+                        at most POLL per poll, and commits synchronously after each poll
+  floor-produce TOPIC N WINDOW  (bench) the raw producer floor: idempotent, acks=all, linger 0,
+                        at most WINDOW records waiting for their acknowledgement
 """
 
 import base64
@@ -191,6 +196,74 @@ def committed(bootstrap, group, topic):
     consumer.close()
 
 
+def bench_value(i):
+    return json.dumps({"id": f"m-{i}", "n": i, "pad": "x" * 150}).encode()
+
+
+def fill(bootstrap, topic, n):
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+    for i in range(int(n)):
+        while True:
+            try:
+                producer.produce(topic, value=bench_value(i), partition=0)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    if producer.flush(120):
+        raise SystemExit("fill: records left unflushed")
+    out({"filled": int(n)})
+
+
+def floor_consume(bootstrap, topic, n, poll):
+    n, poll = int(n), int(poll)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"qb-floor-{time.time_ns()}",
+                         "enable.auto.commit": False, "enable.auto.offset.store": False,
+                         "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
+                         "heartbeat.interval.ms": 1000})
+    consumer.subscribe([topic])
+    seen = 0
+    started = None
+    deadline = time.time() + 600
+    while seen < n and time.time() < deadline:
+        batch = consumer.consume(num_messages=poll, timeout=0.5)
+        if not batch:
+            continue
+        if started is None:
+            started = time.time()
+        seen += len(batch)
+        last = batch[-1]
+        consumer.commit(offsets=[TopicPartition(topic, last.partition(), last.offset() + 1)], asynchronous=False)
+    seconds = time.time() - (started or time.time())
+    consumer.close()
+    print(f"records={seen} seconds={seconds:.3f}")
+
+
+def floor_produce(bootstrap, topic, n, window):
+    n, window = int(n), int(window)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 0})
+    waiting = [0]
+    failed = []
+
+    def report(err, _msg):
+        waiting[0] -= 1
+        if err is not None:
+            failed.append(str(err))
+
+    started = time.time()
+    for i in range(n):
+        while waiting[0] >= window:
+            producer.poll(0.01)
+        producer.produce(topic, value=bench_value(i), partition=0, on_delivery=report)
+        waiting[0] += 1
+        producer.poll(0)
+    producer.flush(120)
+    seconds = time.time() - started
+    if failed:
+        raise SystemExit(f"floor-produce: {len(failed)} failed: {failed[:3]}")
+    print(f"records={n} seconds={seconds:.3f}")
+
+
 def main():
     bootstrap, command, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     if command == "create-topic":
@@ -203,6 +276,12 @@ def main():
         read(bootstrap, *args)
     elif command == "committed":
         committed(bootstrap, *args)
+    elif command == "fill":
+        fill(bootstrap, *args)
+    elif command == "floor-consume":
+        floor_consume(bootstrap, *args)
+    elif command == "floor-produce":
+        floor_produce(bootstrap, *args)
     elif command == "partition-for":
         out({"partition": java_partition(args[0].encode(), int(args[1]))})
     else:
