@@ -214,6 +214,10 @@ label_enum! {
         StorageFailed => "storage_failed",
         /// 503: QueueBox is shutting down.
         ShuttingDown => "shutting_down",
+        /// 503: the intake's memory bound (`inbox.maxPendingBytes`) has no room for the body.
+        Overloaded => "overloaded",
+        /// 503: the database did not store the message within `inbox.storageWaitMs`.
+        StorageTimeout => "storage_timeout",
     }
 }
 

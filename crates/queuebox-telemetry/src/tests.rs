@@ -615,7 +615,9 @@ fn met_8_label_value_sets_match_the_spec_table() {
             "transform_failed",
             "data_rejected",
             "storage_failed",
-            "shutting_down"
+            "shutting_down",
+            "overloaded",
+            "storage_timeout"
         ]
     );
     assert_eq!(

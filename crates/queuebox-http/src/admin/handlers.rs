@@ -22,6 +22,7 @@ use super::filters::{
 use super::render;
 use crate::server::respond::json_response;
 use crate::source::body::{BodyError, read_capped};
+use crate::source::budget::Budget;
 
 /// A request that passed ADM-5's steps up to authentication.
 pub(crate) struct Admitted {
@@ -58,9 +59,11 @@ pub(crate) async fn admit(api: &AdminApi, request: Request) -> Result<Admitted, 
     if declared.is_some_and(|d| d > max) {
         return Err(too_large());
     }
-    let body = match read_capped(body, max, declared).await {
+    // The admin API is outside the intake's memory bound: its own cap is the bound here.
+    let mut held = Budget::new(max).hold();
+    let body = match read_capped(body, max, declared, &mut held).await {
         Ok(body) => body,
-        Err(BodyError::TooLarge) => return Err(too_large()),
+        Err(BodyError::TooLarge | BodyError::Overloaded) => return Err(too_large()),
         Err(BodyError::Broken) => return Err(AdminError::invalid("the body could not be read")),
     };
     if let Err(text) = api.auth.check(&parts, &body) {

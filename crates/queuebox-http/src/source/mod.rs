@@ -29,7 +29,7 @@
 
 pub(crate) mod auth;
 pub(crate) mod body;
-mod budget;
+pub(crate) mod budget;
 pub mod correlation;
 mod handler;
 mod headers;

@@ -69,6 +69,8 @@ impl Answer {
             Self::RateLimited { .. } => RefusalReason::RateLimited,
             Self::StorageFailed => RefusalReason::StorageFailed,
             Self::ShuttingDown => RefusalReason::ShuttingDown,
+            Self::Overloaded => RefusalReason::Overloaded,
+            Self::StorageTimeout { .. } => RefusalReason::StorageTimeout,
         })
     }
 
