@@ -267,7 +267,11 @@ pub fn render(o: &Outcome) -> String {
     );
     let _ = write!(w, "| |");
     for r in &runs {
-        let _ = write!(w, " {}, `pollIntervalMs` {} |", r.capture, r.poll_interval_ms);
+        let _ = write!(
+            w,
+            " {}, `pollIntervalMs` {} |",
+            r.capture, r.poll_interval_ms
+        );
     }
     let _ = writeln!(w, "\n|---|{}", "---|".repeat(runs.len()));
     let srow = |w: &mut String, name: &str, f: &dyn Fn(&Steady) -> String| {
@@ -300,7 +304,9 @@ pub fn render(o: &Outcome) -> String {
             down(mb(r.end.peak_kb), 1)
         )
     });
-    srow(w, "queuebox CPU time", &|r| format!("{} s", down(r.cpu_s, 2)));
+    srow(w, "queuebox CPU time", &|r| {
+        format!("{} s", down(r.cpu_s, 2))
+    });
     srow(w, "delivered / duplicates / missing", &|r| {
         format!(
             "{} / {} / {}",
@@ -310,7 +316,9 @@ pub fn render(o: &Outcome) -> String {
         )
     });
     srow(w, "final states", &|r| r.states.clone());
-    srow(w, "warnings and errors logged", &|r| r.complaints.to_string());
+    srow(w, "warnings and errors logged", &|r| {
+        r.complaints.to_string()
+    });
     srow(w, "load average before → after", &|r| {
         format!("{} → {}", r.load_before, r.load_after)
     });
