@@ -228,6 +228,26 @@ async fn adm_1_adm_2_off_by_default_refused_without_auth_insecure_warns() {
     let answer = call(s.port, "GET", "/admin/outbox/messages", &[], b"");
     expect(&answer, 200, json!({"items": [], "nextCursor": null}));
     assert_eq!(s.stop(), Some(0));
+
+    // ADM-1: with a management port the admin routes live there only.
+    let cfg = config(
+        &schema,
+        &receiver.url(),
+        "  enabled: true\n  insecure: true",
+    )
+    .replace("  httpPort: 0\n", "  httpPort: 0\n  managementPort: 0\n");
+    let s = Service::start("adm-mgmt", &cfg);
+    let management = s
+        .log
+        .iter()
+        .find(|l| l["message"] == "QueueBox started")
+        .and_then(|l| l["managementPort"].as_u64())
+        .expect("a management port on the start line") as u16;
+    let answer = call(management, "GET", "/admin/stats", &[], b"");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let answer = call(s.port, "GET", "/admin/stats", &[], b"");
+    expect(&answer, 404, json!({"error": "Not found"}));
+    assert_eq!(s.stop(), Some(0));
     schema.drop().await;
 }
 

@@ -53,6 +53,14 @@ pub struct AdminApi {
     pub(crate) relay_wake: Arc<Notify>,
 }
 
+/// ADM-2, the route layer's own check: no admin route without `auth`, unless `insecure`.
+pub fn check_auth_configured(config: &AdminConfig) -> Result<(), AdminSetupError> {
+    if config.auth.is_none() && !config.insecure {
+        return Err(AdminSetupError::NoAuth);
+    }
+    Ok(())
+}
+
 impl AdminApi {
     /// ADM-2: refuses to exist without authentication unless `insecure` says so.
     pub fn new(
@@ -63,9 +71,7 @@ impl AdminApi {
         outbox_wake: Arc<Notify>,
         relay_wake: Arc<Notify>,
     ) -> Result<Self, AdminSetupError> {
-        if config.auth.is_none() && !config.insecure {
-            return Err(AdminSetupError::NoAuth);
-        }
+        check_auth_configured(config)?;
         Ok(Self {
             store,
             routing,
@@ -103,5 +109,36 @@ impl AdminApi {
             .route("/admin/inbox/requeue", post(handlers::requeue))
             .route("/admin/stats", get(handlers::stats))
             .with_state(api)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use queuebox_config::InboundAuth;
+    use queuebox_core::Secret;
+
+    #[test]
+    fn adm_2_the_route_layer_refuses_an_admin_api_without_auth_unless_insecure() {
+        let mut config = AdminConfig {
+            enabled: true,
+            auth: None,
+            insecure: false,
+            max_transform_timeout_ms: 1000,
+            max_payload_bytes: 65536,
+        };
+        let err = check_auth_configured(&config).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("The admin API is enabled without authentication."),
+            "{err}"
+        );
+        config.insecure = true;
+        assert!(check_auth_configured(&config).is_ok());
+        config.insecure = false;
+        config.auth = Some(InboundAuth::Bearer {
+            token: Secret::new("t".to_owned()),
+        });
+        assert!(check_auth_configured(&config).is_ok());
     }
 }
