@@ -29,6 +29,7 @@ fn row(topic: &str, key: Option<&str>, payload: &str) -> OutgoingMessage {
         attempt: 0,
         headers: vec![("x-tenant".into(), "acme".into())],
         payload: payload.to_owned(),
+        stored_payload: None,
     }
 }
 

@@ -128,14 +128,10 @@ pub async fn insert_rows(client: &Client, from: i64, to: i64) -> anyhow::Result<
     Ok(started.elapsed().as_secs_f64() * 1000.0)
 }
 
-/// Inserts rows `from..=to` and runs `ANALYZE outbox` in the same transaction, so the rows and
-/// their statistics become visible at the same commit (this server runs with autovacuum off,
-/// and without statistics the claim's plan scans every pending row: see bench/README.md).
-pub async fn insert_rows_analyzed(client: &mut Client, from: i64, to: i64) -> anyhow::Result<f64> {
-    insert_analyzed(client, INSERT_ROWS, from, to).await
-}
-
-/// [`insert_rows_analyzed`] with the statement given (the hot-key rows).
+/// Inserts rows `from..=to` with the statement given and runs `ANALYZE outbox` in the same
+/// transaction, so the rows and their statistics become visible at the same commit (this
+/// server runs with autovacuum off, and without statistics the claim's plan scans every
+/// pending row: see bench/README.md).
 pub async fn insert_analyzed(
     client: &mut Client,
     sql: &str,
