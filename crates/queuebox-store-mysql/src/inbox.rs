@@ -235,7 +235,7 @@ impl MysqlStore {
     /// insert.sql, then stored.sql on the same connection: the ids of `rows` now stored.
     async fn insert_rows(
         &self,
-        q: &mut (impl Queryable + Send),
+        q: &mut impl Queryable,
         rows: &[NewInboxRow],
     ) -> Result<HashSet<Uuid>, mysql_async::Error> {
         let insert = &self.sql.inbox_insert;
