@@ -33,6 +33,8 @@ pub struct Source {
     pub filter: Filter,
     /// Applies to `http` sources only; a broker source ignores it (CFG-116).
     pub rate_limit: Option<RateLimit>,
+    /// `storeRawBody` (issue 15): keep the body bytes as received in `inbox.raw_body`.
+    pub store_raw_body: bool,
 }
 
 /// One variant per `type`, so wiring code matches exhaustively and can refuse kinds it cannot

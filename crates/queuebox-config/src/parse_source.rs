@@ -31,6 +31,7 @@ const COMMON: &[&str] = &[
     "transform",
     "filter",
     "rateLimit",
+    "storeRawBody",
 ];
 
 const OWN_KEYS: &[(&str, &[&str])] = &[
@@ -258,6 +259,10 @@ pub(crate) fn read_source(
             check_key_header(cx, &s.at("scheduledAtHeader"), h, http);
         }
     }
+    let store_raw_body = s
+        .node("storeRawBody")
+        .and_then(|n| v::boolean(cx, &s.at("storeRawBody"), n))
+        .unwrap_or(false);
     let mut known = COMMON.to_vec();
     known.extend(
         OWN_KEYS
@@ -284,6 +289,7 @@ pub(crate) fn read_source(
         transform,
         filter,
         rate_limit,
+        store_raw_body,
     })
 }
 

@@ -143,6 +143,7 @@ static SOURCE: Shape = Section(&[
         ]),
     ),
     ("rateLimit", &Section(&[("requestsPerMinute", &Leaf)])),
+    ("storeRawBody", &Leaf),
     ("path", &Leaf),
     ("idempotencyKeyHeader", &Leaf),
     ("aggregateIdHeader", &Leaf),

@@ -45,6 +45,7 @@ impl InboxHooks for Counting {
 
 fn row(key: &str) -> NewInboxRow {
     NewInboxRow {
+        raw_body: None,
         id: Uuid::now_v7(),
         source: "orders".into(),
         idempotency_key: key.into(),

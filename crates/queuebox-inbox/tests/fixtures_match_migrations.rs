@@ -81,3 +81,41 @@ fn the_mysql_fixture_is_the_mysql_stores_inbox_migration() {
         "crates/queuebox-store-mysql/migrations/0002_create_inbox.sql",
     );
 }
+
+/// The fixture's version 4 part (after the application table): the statements that add
+/// `raw_body` (storeRawBody, issue 15), comment lines left out.
+fn version_4_statements(text: &str) -> String {
+    let start = text
+        .find("-- Version 4: add inbox raw_body")
+        .expect("the text holds version 4 of the migrations");
+    text[start..]
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn every_fixture_adds_the_raw_body_column_of_version_4() {
+    let sqlite = with_default_names(&read("clients/contract/fixtures/sqlite.sql"));
+    assert_eq!(
+        version_4_statements(&sqlite),
+        version_4_statements(&read(
+            "crates/queuebox-store-sqlite/migrations/0004_add_inbox_raw_body.sql"
+        )),
+    );
+    let mysql = with_default_names(&read("clients/contract/fixtures/mysql.sql"));
+    let column = "ALTER TABLE inbox ADD COLUMN raw_body LONGBLOB NULL";
+    assert!(version_4_statements(&mysql).contains(column));
+    assert!(
+        read("crates/queuebox-store-mysql/migrations/0004_add_inbox_raw_body.sql").contains(column)
+    );
+    let postgres = with_default_names(&read("clients/contract/fixtures/postgresql.sql"));
+    assert!(version_4_statements(&postgres).contains("ADD COLUMN IF NOT EXISTS raw_body BYTEA"));
+    assert!(
+        read("crates/queuebox-store-postgres/migrations/0004_add_inbox_raw_body.sql")
+            .contains("ADD COLUMN IF NOT EXISTS raw_body BYTEA")
+    );
+}

@@ -475,7 +475,13 @@ async fn pull_23_the_schema_has_exactly_the_two_pull_path_indexes() {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../queuebox-store-postgres/migrations/0002_create_inbox.sql"),
     )
-    .unwrap();
+    .unwrap()
+        // Version 4 adds the nullable raw_body of storeRawBody; the fixture carries it too.
+        + &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../queuebox-store-postgres/migrations/0004_add_inbox_raw_body.sql"),
+        )
+        .unwrap();
     let (client, conn) = tokio_postgres::connect(&support::pg_url(), tokio_postgres::NoTls)
         .await
         .unwrap();
@@ -495,7 +501,7 @@ async fn pull_23_the_schema_has_exactly_the_two_pull_path_indexes() {
         .await
         .unwrap();
     check_pull_indexes(&found, "migration");
-    assert_eq!(fixture_cols.len(), 18);
+    assert_eq!(fixture_cols.len(), 19);
     assert_eq!(fixture_cols, migration_cols);
 }
 

@@ -204,26 +204,58 @@ impl IntakeStore for MysqlStore {
         }
         let mut conn = self.conn(DURING).await?;
         let fail = self.fail(DURING);
+        let raw: Vec<(Uuid, &[u8])> = rows
+            .iter()
+            .filter_map(|r| Some((r.id, r.raw_body.as_deref()?)))
+            .collect();
+        if raw.is_empty() {
+            let stored = self.insert_rows(&mut conn, rows).await.map_err(&fail)?;
+            return Ok(outcomes(rows, stored));
+        }
+        // storeRawBody: the insert and the bodies of the rows it stored in one transaction.
+        let mut tx = conn
+            .start_transaction(TxOpts::default())
+            .await
+            .map_err(&fail)?;
+        let stored = self.insert_rows(&mut tx, rows).await.map_err(&fail)?;
+        let update = &self.sql.inbox_store_raw_body;
+        for (row, body) in raw.iter().filter(|(row, _)| stored.contains(row)) {
+            tx.exec_drop(
+                &update.sql,
+                update.params(&[("id", id(*row)), ("raw_body", Value::Bytes(body.to_vec()))]),
+            )
+            .await
+            .map_err(&fail)?;
+        }
+        tx.commit().await.map_err(&fail)?;
+        Ok(outcomes(rows, stored))
+    }
+}
+
+impl MysqlStore {
+    /// insert.sql, then stored.sql on the same connection: the ids of `rows` now stored.
+    async fn insert_rows(
+        &self,
+        q: &mut impl Queryable,
+        rows: &[NewInboxRow],
+    ) -> Result<HashSet<Uuid>, mysql_async::Error> {
         let insert = &self.sql.inbox_insert;
-        conn.exec_drop(
+        q.exec_drop(
             &insert.sql,
             insert.params(&[("rows", json(&insert_json(rows)))]),
         )
-        .await
-        .map_err(&fail)?;
+        .await?;
         let stored = &self.sql.inbox_stored;
-        let found: Vec<String> = conn
+        let found: Vec<String> = q
             .exec(
                 &stored.sql,
                 stored.params(&[("ids", json(&ids_json(rows.iter().map(|r| &r.id))))]),
             )
-            .await
-            .map_err(&fail)?;
-        let stored: HashSet<Uuid> = found
+            .await?;
+        Ok(found
             .iter()
             .filter_map(|text| Uuid::parse_str(text).ok())
-            .collect();
-        Ok(outcomes(rows, stored))
+            .collect())
     }
 }
 
@@ -454,6 +486,7 @@ mod tests {
 
     fn row(id: u128, key: &str) -> NewInboxRow {
         NewInboxRow {
+            raw_body: None,
             id: Uuid::from_u128(id),
             source: "s".into(),
             idempotency_key: key.into(),

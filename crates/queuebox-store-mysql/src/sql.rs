@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 
 const MIGRATION_1: &str = include_str!("../migrations/0001_create_outbox.sql");
 const MIGRATION_2: &str = include_str!("../migrations/0002_create_inbox.sql");
+const MIGRATION_4: &str = include_str!("../migrations/0004_add_inbox_raw_body.sql");
 
 /// The MySQL text of a bundled version (schema.md §5.3): one `CREATE TABLE IF NOT EXISTS`
 /// statement each, so running it again changes nothing (SCH-45).
@@ -20,6 +21,7 @@ pub fn bundled_sql(version: u32) -> Option<&'static str> {
     match version {
         1 => Some(MIGRATION_1),
         2 => Some(MIGRATION_2),
+        4 => Some(MIGRATION_4),
         _ => None,
     }
 }
@@ -62,6 +64,7 @@ files! {
     OUTBOX_PENDING_STATS = "outbox/pending_stats.sql";
     INBOX_INSERT = "inbox/insert.sql";
     INBOX_STORED = "inbox/stored.sql";
+    INBOX_STORE_RAW_BODY = "inbox/store_raw_body.sql";
     INBOX_CLAIM_LOCK = "inbox/claim_lock.sql";
     INBOX_CLAIM_UNLOCK = "inbox/claim_unlock.sql";
     INBOX_CLAIM_SELECT = "inbox/claim_select.sql";
@@ -244,6 +247,7 @@ pub(crate) struct Statements {
     pub(crate) outbox_reclaim: Stmt,
     pub(crate) outbox_pending_stats: Stmt,
     pub(crate) inbox_insert: Stmt,
+    pub(crate) inbox_store_raw_body: Stmt,
     pub(crate) inbox_stored: Stmt,
     pub(crate) inbox_claim_lock: Stmt,
     pub(crate) inbox_claim_unlock: Stmt,
@@ -327,6 +331,7 @@ impl Statements {
             outbox_pending_stats: o(OUTBOX_PENDING_STATS, none)?,
             inbox_insert: i(INBOX_INSERT, &["rows"])?,
             inbox_stored: i(INBOX_STORED, &["ids"])?,
+            inbox_store_raw_body: i(INBOX_STORE_RAW_BODY, &["raw_body", "id"])?,
             inbox_claim_lock: i(INBOX_CLAIM_LOCK, &["name"])?,
             inbox_claim_unlock: i(INBOX_CLAIM_UNLOCK, &["name"])?,
             inbox_claim_select: i(INBOX_CLAIM_SELECT, &["sources", "cand_limit"])?,

@@ -140,6 +140,65 @@ impl PgStore {
     }
 }
 
+impl PgStore {
+    /// The insert, then the raw bodies of the rows it stored (storeRawBody), in one
+    /// transaction: a row is never stored without the body its source keeps.
+    async fn insert_with_raw_bodies(
+        &self,
+        rows: &[NewInboxRow],
+        a: &InsertArrays<'_>,
+    ) -> Result<Vec<InsertOutcome>, StoreError> {
+        const DURING: &str = "storing inbox rows";
+        let mut client = self.client(DURING).await?;
+        let fail = self.pg_fail(DURING);
+        let tx = client.transaction().await.map_err(&fail)?;
+        let insert = tx
+            .prepare_cached(&self.inbox_sql.insert)
+            .await
+            .map_err(&fail)?;
+        let returned = tx
+            .query(
+                &insert,
+                &[
+                    &a.ids,
+                    &a.sources,
+                    &a.keys,
+                    &a.aggregates,
+                    &a.event_types,
+                    &a.payloads,
+                    &a.headers,
+                    &a.consumptions,
+                    &a.correlations,
+                    &a.publish_ms,
+                    &a.delay_ms,
+                    &a.states,
+                    &a.last_errors,
+                ],
+            )
+            .await
+            .map_err(&fail)?;
+        let stored = returned
+            .iter()
+            .map(|row| row.try_get::<_, Uuid>(0))
+            .collect::<Result<HashSet<_>, _>>()
+            .map_err(&fail)?;
+        let (ids, bodies): (Vec<Uuid>, Vec<&[u8]>) = rows
+            .iter()
+            .filter(|r| stored.contains(&r.id))
+            .filter_map(|r| Some((r.id, r.raw_body.as_deref()?)))
+            .unzip();
+        if !ids.is_empty() {
+            let update = tx
+                .prepare_cached(&self.inbox_sql.store_raw_body)
+                .await
+                .map_err(&fail)?;
+            tx.execute(&update, &[&ids, &bodies]).await.map_err(&fail)?;
+        }
+        tx.commit().await.map_err(&fail)?;
+        Ok(outcomes(rows, stored))
+    }
+}
+
 #[async_trait]
 impl IntakeStore for PgStore {
     async fn insert_batch(&self, rows: &[NewInboxRow]) -> Result<Vec<InsertOutcome>, StoreError> {
@@ -148,6 +207,9 @@ impl IntakeStore for PgStore {
             return Ok(Vec::new());
         }
         let a = InsertArrays::new(rows);
+        if rows.iter().any(|r| r.raw_body.is_some()) {
+            return self.insert_with_raw_bodies(rows, &a).await;
+        }
         let returned = self
             .rows(
                 DURING,
@@ -397,6 +459,7 @@ mod tests {
 
     fn row(id: u128, key: &str, schedule: Schedule) -> NewInboxRow {
         NewInboxRow {
+            raw_body: None,
             id: Uuid::from_u128(id),
             source: "s".into(),
             idempotency_key: key.into(),

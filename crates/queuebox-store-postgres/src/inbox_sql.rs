@@ -14,6 +14,7 @@ use crate::sql;
 #[derive(Debug)]
 pub(crate) struct InboxSql {
     pub(crate) insert: String,
+    pub(crate) store_raw_body: String,
     pub(crate) claim_lock: String,
     pub(crate) claim: String,
     pub(crate) renew: String,
@@ -54,6 +55,11 @@ impl InboxSql {
                     "states",
                     "last_errors",
                 ],
+            )?,
+            store_raw_body: fill(
+                "inbox/store_raw_body.sql",
+                sql::INBOX_STORE_RAW_BODY,
+                &["ids", "raw_bodies"],
             )?,
             claim_lock: fill(
                 "inbox/claim_lock.sql",

@@ -12,12 +12,14 @@ pub const MIGRATION_LOCK_KEY: i64 = 8_175_552_253_447_532_408;
 
 const MIGRATION_1: &str = include_str!("../migrations/0001_create_outbox.sql");
 const MIGRATION_2: &str = include_str!("../migrations/0002_create_inbox.sql");
+const MIGRATION_4: &str = include_str!("../migrations/0004_add_inbox_raw_body.sql");
 
 /// The PostgreSQL text of a bundled version (schema.md §5.1).
 pub fn bundled_sql(version: u32) -> Option<&'static str> {
     match version {
         1 => Some(MIGRATION_1),
         2 => Some(MIGRATION_2),
+        4 => Some(MIGRATION_4),
         _ => None,
     }
 }
@@ -50,6 +52,7 @@ pub(crate) const OUTBOX_RELEASE: &str = include_str!("../queries/outbox/release.
 pub(crate) const OUTBOX_RECLAIM: &str = include_str!("../queries/outbox/reclaim.sql");
 pub(crate) const OUTBOX_PENDING_STATS: &str = include_str!("../queries/outbox/pending_stats.sql");
 pub(crate) const INBOX_INSERT: &str = include_str!("../queries/inbox/insert.sql");
+pub(crate) const INBOX_STORE_RAW_BODY: &str = include_str!("../queries/inbox/store_raw_body.sql");
 pub(crate) const INBOX_CLAIM_LOCK: &str = include_str!("../queries/inbox/claim_lock.sql");
 pub(crate) const INBOX_CLAIM: &str = include_str!("../queries/inbox/claim.sql");
 pub(crate) const INBOX_RENEW: &str = include_str!("../queries/inbox/renew.sql");

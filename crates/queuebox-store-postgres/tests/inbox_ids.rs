@@ -37,6 +37,7 @@ fn sources() -> Vec<String> {
 /// A push message of `orders` with this key, aggregate and payload, due at receipt.
 fn message(key: &str, aggregate: Option<&str>, payload: &str) -> NewInboxRow {
     NewInboxRow {
+        raw_body: None,
         id: Uuid::now_v7(),
         source: "orders".to_owned(),
         idempotency_key: key.to_owned(),

@@ -68,11 +68,25 @@ impl IntakeStore for SqliteStore {
             return Ok(Vec::new());
         }
         let json = insert_json(rows);
+        let raw: Vec<(Uuid, Vec<u8>)> = rows
+            .iter()
+            .filter_map(|r| Some((r.id, r.raw_body.clone()?)))
+            .collect();
         let mut stored: HashSet<Uuid> = self
             .write("storing received messages", move |tx, sql| {
-                tx.prepare_cached(&sql.inbox_insert)?
+                let stored: HashSet<Uuid> = tx
+                    .prepare_cached(&sql.inbox_insert)?
                     .query_map(named_params! {":rows": json}, |r| rows::uuid(r, 0))?
-                    .collect()
+                    .collect::<rusqlite::Result<_>>()?;
+                // storeRawBody: the bodies of the rows just stored, in the same transaction.
+                for (id, body) in raw.iter().filter(|(id, _)| stored.contains(id)) {
+                    tx.prepare_cached(&sql.inbox_store_raw_body)?
+                        .execute(named_params! {
+                            ":id": id.to_string(),
+                            ":raw_body": body,
+                        })?;
+                }
+                Ok(stored)
             })
             .await?;
         // An id the insert returned was stored; any other row met an existing pair. `remove`

@@ -184,7 +184,7 @@ impl MigrationSession for SqliteMigrationSession {
                 let text = bundled_sql(version.version).unwrap_or_default();
                 let started = Instant::now();
                 conn.execute_batch("SAVEPOINT queuebox_version")?;
-                let applied = conn.execute_batch(text).and_then(|()| {
+                let applied = run_version(conn, version.version, text).and_then(|()| {
                     let ms = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
                     insert_history(conn, &sql, &version, HistoryKind::Applied, ms)?;
                     Ok(u64::try_from(ms).unwrap_or(0))
@@ -240,4 +240,20 @@ impl MigrationSession for SqliteMigrationSession {
             );
         }
     }
+}
+
+/// SCH-45 on SQLite: `ADD COLUMN` has no `IF NOT EXISTS`, so a version that only adds a column
+/// runs when `pragma_table_info` does not show the column yet.
+fn run_version(conn: &rusqlite::Connection, version: u32, text: &str) -> rusqlite::Result<()> {
+    if version == queuebox_store::RAW_BODY_VERSION {
+        let present: bool = conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM pragma_table_info('inbox') WHERE name = 'raw_body')",
+            [],
+            |r| r.get(0),
+        )?;
+        if present {
+            return Ok(());
+        }
+    }
+    conn.execute_batch(text)
 }

@@ -10,12 +10,14 @@ use sha2::{Digest, Sha256};
 
 const MIGRATION_1: &str = include_str!("../migrations/0001_create_outbox.sql");
 const MIGRATION_2: &str = include_str!("../migrations/0002_create_inbox.sql");
+const MIGRATION_4: &str = include_str!("../migrations/0004_add_inbox_raw_body.sql");
 
 /// The SQLite text of a bundled version (schema.md §5.4).
 pub fn bundled_sql(version: u32) -> Option<&'static str> {
     match version {
         1 => Some(MIGRATION_1),
         2 => Some(MIGRATION_2),
+        4 => Some(MIGRATION_4),
         _ => None,
     }
 }
@@ -143,6 +145,7 @@ statements! {
     outbox_reclaim = "outbox/reclaim.sql", outbox_names, [];
     outbox_pending_stats = "outbox/pending_stats.sql", outbox_names, [];
     inbox_insert = "inbox/insert.sql", inbox_names, [["rows"]];
+    inbox_store_raw_body = "inbox/store_raw_body.sql", inbox_names, [["id", "raw_body"]];
     inbox_claim = "inbox/claim.sql", inbox_names, [["limit", "cand_limit", "lease_ms", "sources"]];
     inbox_renew = "inbox/renew.sql", inbox_names, [["claims", "lease_ms"]];
     inbox_release = "inbox/release.sql", inbox_names, [["claims", "error"]];

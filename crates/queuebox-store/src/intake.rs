@@ -45,6 +45,10 @@ pub struct NewInboxRow {
     pub state: StoredState,
     /// `last_error` of a `dead` row; `None` for a `pending` one.
     pub last_error: Option<String>,
+    /// The body bytes exactly as received, for a source with `storeRawBody: true`: written to
+    /// the nullable `raw_body` column (migration `RAW_BODY_VERSION`); `None` writes nothing
+    /// there, so a database without the column works for every other source.
+    pub raw_body: Option<Vec<u8>>,
 }
 
 /// The answer for one row of a batched insert (INB-50).

@@ -63,6 +63,6 @@ pub use retention::{RetentionRule, RetentionStore};
 pub use store::{PoolStatus, SchemaStore, Store};
 pub use versions::{
     BUNDLED_VERSIONS, BundledVersion, HIGHEST_VERSION, HistoryKind, HistoryRow, MigrateReport,
-    MigrateRequest, NOTIFY_OBJECT_NAME, SCHEMA_HISTORY_TABLE,
+    MigrateRequest, NOTIFY_OBJECT_NAME, RAW_BODY_VERSION, SCHEMA_HISTORY_TABLE,
 };
 pub use wait::{Attempt, wait_for_database};

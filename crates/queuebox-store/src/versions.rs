@@ -19,10 +19,18 @@ pub const BUNDLED_VERSIONS: &[BundledVersion] = &[
         version: 2,
         description: "create inbox",
     },
+    // Version 3 is firsthour's (session 22); the lead renumbers at the merge if needed.
+    BundledVersion {
+        version: RAW_BODY_VERSION,
+        description: "add inbox raw_body",
+    },
 ];
 
+/// The version that adds the nullable `inbox.raw_body` column of `storeRawBody` (issue 15).
+pub const RAW_BODY_VERSION: u32 = 4;
+
 /// The highest bundled version: the upper bound of `--baseline` (SCH-56).
-pub const HIGHEST_VERSION: u32 = 2;
+pub const HIGHEST_VERSION: u32 = RAW_BODY_VERSION;
 
 /// The history table (SCH-23). Never mapped, never renamed.
 pub const SCHEMA_HISTORY_TABLE: &str = "queuebox_schema_history";
@@ -110,7 +118,7 @@ mod tests {
     #[test]
     fn sch_43_versions_are_ascending_and_end_at_highest() {
         let numbers: Vec<u32> = BUNDLED_VERSIONS.iter().map(|v| v.version).collect();
-        assert_eq!(numbers, vec![1, 2]);
+        assert_eq!(numbers, vec![1, 2, RAW_BODY_VERSION]);
         assert_eq!(numbers.last().copied(), Some(HIGHEST_VERSION));
         assert_eq!(bundled(1).map(|v| v.description), Some("create outbox"));
         assert_eq!(bundled(2).map(|v| v.description), Some("create inbox"));

@@ -203,7 +203,7 @@ async fn sch_59_migrate_creates_the_tables_and_a_second_run_applies_nothing() {
     assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
     let messages = log_messages(&stderr(&first));
     assert!(
-        messages.iter().any(|m| m == "Applied 2 migration(s): 1, 2"),
+        messages.iter().any(|m| *m == applied_line()),
         "{messages:?}"
     );
     let tables: i64 = schema
@@ -223,12 +223,7 @@ async fn sch_59_migrate_creates_the_tables_and_a_second_run_applies_nothing() {
         .unwrap();
     assert_eq!(second.status.code(), Some(0), "{}", stderr(&second));
     let messages = log_messages(&stderr(&second));
-    assert!(
-        messages
-            .iter()
-            .any(|m| m == "The database is at version 2. Nothing to apply."),
-        "{messages:?}"
-    );
+    assert!(messages.iter().any(|m| *m == at_highest()), "{messages:?}");
     schema.drop().await;
 }
 
@@ -242,7 +237,10 @@ async fn sch_57_bad_baseline_value_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
     assert_eq!(
         stderr(&output),
-        "--baseline needs a whole number from 1 to 2, got \"7\".\nUsage: queuebox migrate [--config PATH] [--baseline VERSION]\n"
+        format!(
+            "--baseline needs a whole number from 1 to {}, got \"7\".\nUsage: queuebox migrate [--config PATH] [--baseline VERSION]\n",
+            queuebox_store::HIGHEST_VERSION
+        )
     );
 }
 
@@ -285,10 +283,14 @@ async fn sch_56_baseline_records_hand_made_tables_then_applies_the_rest() {
         .await
         .unwrap();
     let history: Vec<(i32, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    assert_eq!(
-        history,
-        vec![(1, "baseline".to_owned()), (2, "applied".to_owned())]
+    let mut expected = vec![(1, "baseline".to_owned())];
+    expected.extend(
+        queuebox_store::BUNDLED_VERSIONS
+            .iter()
+            .filter(|v| v.version >= 2)
+            .map(|v| (v.version as i32, "applied".to_owned())),
     );
+    assert_eq!(history, expected);
     schema.drop().await;
 }
 
@@ -398,4 +400,25 @@ fn cfg_14_a_queuebox_variable_that_is_not_utf8_is_refused() {
         "{text}"
     );
     assert!(text.contains("2 errors"), "{text}");
+}
+
+/// `Applied <n> migration(s): <versions>` for every bundled version (SCH-57).
+fn applied_line() -> String {
+    let versions: Vec<String> = queuebox_store::BUNDLED_VERSIONS
+        .iter()
+        .map(|v| v.version.to_string())
+        .collect();
+    format!(
+        "Applied {} migration(s): {}",
+        versions.len(),
+        versions.join(", ")
+    )
+}
+
+/// `The database is at version <highest>. Nothing to apply.` (SCH-57).
+fn at_highest() -> String {
+    format!(
+        "The database is at version {}. Nothing to apply.",
+        queuebox_store::HIGHEST_VERSION
+    )
 }

@@ -87,11 +87,20 @@ pub struct SourcePipeline {
     event_type: Chain,
     schedule: ScheduleRule,
     expressions: SourceExpressions,
+    /// `storeRawBody`: the stored row keeps the body bytes as received.
+    store_raw_body: bool,
 }
 
 impl SourcePipeline {
     pub fn new(rules: SourceRules) -> Result<Self, PipelineError> {
         Self::with_expressions(rules, SourceExpressions::default())
+    }
+
+    /// `storeRawBody: true` (issue 15): every row this source stores keeps the body bytes
+    /// exactly as received, beside the payload (which keeps its type).
+    pub fn storing_raw_body(mut self, on: bool) -> Self {
+        self.store_raw_body = on;
+        self
     }
 
     /// The pipeline with the source's key expressions in their chains (TRF-26: directly before
@@ -169,6 +178,7 @@ impl SourcePipeline {
                 steps: event_type,
             },
             expressions,
+            store_raw_body: false,
             schedule: ScheduleRule {
                 initial_delay,
                 header: scheduled_at_header,
@@ -274,6 +284,7 @@ impl SourcePipeline {
             };
             let raw = String::from_utf8_lossy(&body);
             return Admission::Store(NewInboxRow {
+                raw_body: self.store_raw_body.then(|| body.to_vec()),
                 id: Uuid::now_v7(),
                 source: source.to_owned(),
                 idempotency_key,
@@ -343,6 +354,7 @@ impl SourcePipeline {
             }
         };
         Admission::Store(NewInboxRow {
+            raw_body: self.store_raw_body.then(|| body.to_vec()),
             id: Uuid::now_v7(),
             source: source.to_owned(),
             idempotency_key,

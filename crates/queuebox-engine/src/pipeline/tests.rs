@@ -416,6 +416,7 @@ mod expressions {
 
     fn dead_row_rejection_reason(payload: &str, error: &str) -> &'static str {
         let row = NewInboxRow {
+            raw_body: None,
             id: Uuid::now_v7(),
             source: "orders".into(),
             idempotency_key: "1".into(),

@@ -49,13 +49,7 @@ impl HttpSourceRoute {
             name: SourceName::new(source.name.clone()),
             route: http.route.clone(),
             auth,
-            headers: HeaderPolicy::new(
-                &http
-                    .auth
-                    .as_ref()
-                    .map(|a| a.credential_headers())
-                    .unwrap_or_default(),
-            ),
+            headers: HeaderPolicy::new(&withheld(source, http.auth.as_ref())),
             rate_limit: source
                 .rate_limit
                 .map(|limit| TokenBucket::per_minute(limit.requests_per_minute)),
@@ -70,5 +64,24 @@ impl HttpSourceRoute {
     /// The source name stored in `inbox.source`.
     pub fn source_name(&self) -> &SourceName {
         &self.name
+    }
+}
+
+/// The auth headers the source never stores (INB-21). With `storeRawBody: true` a signature
+/// header (`hmac` and the sender presets) is kept beside the raw body, so a consumer can verify
+/// the stored message again with the secret (issue 15): a signature is an HMAC of this one body,
+/// not a credential. An `api-key` header is a credential and is never kept.
+fn withheld(
+    source: &Source,
+    auth: Option<&queuebox_config::InboundAuth>,
+) -> Vec<queuebox_config::HeaderName> {
+    match auth {
+        Some(queuebox_config::InboundAuth::Hmac(_) | queuebox_config::InboundAuth::Preset(_))
+            if source.store_raw_body =>
+        {
+            Vec::new()
+        }
+        Some(auth) => auth.credential_headers(),
+        None => Vec::new(),
     }
 }

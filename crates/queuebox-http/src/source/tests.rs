@@ -84,6 +84,7 @@ fn source() -> Source {
             exclude: vec![],
         },
         rate_limit: None,
+        store_raw_body: false,
     }
 }
 

@@ -164,6 +164,7 @@ pub fn source(name: &str) -> Source {
         transform: None,
         filter: Filter::default(),
         rate_limit: None,
+        store_raw_body: false,
     }
 }
 

@@ -68,6 +68,7 @@ async fn statement_timeout_57014_is_transient() {
 
 fn push_row(key: &str) -> NewInboxRow {
     NewInboxRow {
+        raw_body: None,
         id: Uuid::now_v7(),
         source: "orders".into(),
         idempotency_key: key.into(),

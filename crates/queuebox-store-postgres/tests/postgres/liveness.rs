@@ -30,6 +30,7 @@ async fn migrated(name: &str) -> (TestDb, PgStore) {
 
 fn push_row(key: &str) -> NewInboxRow {
     NewInboxRow {
+        raw_body: None,
         id: Uuid::now_v7(),
         source: "s".into(),
         idempotency_key: key.into(),

@@ -25,9 +25,18 @@ async fn sch_49_empty_database_gets_both_tables_and_history_rows() {
         .migrate(&MigrateRequest::default())
         .await
         .expect("migrate");
-    assert_eq!(report.applied, vec![1, 2]);
-    assert_eq!(report.database_version, Some(2));
-    logs.assert_line("INFO", "Applied 2 migration(s): 1, 2");
+    assert_eq!(
+        report.applied,
+        queuebox_store::BUNDLED_VERSIONS
+            .iter()
+            .map(|v| v.version)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        report.database_version,
+        Some(queuebox_store::HIGHEST_VERSION)
+    );
+    logs.assert_line("INFO", &applied_line());
     assert!(
         logs.text()
             .contains("Applied migration 1 (create outbox) in "),
@@ -59,7 +68,7 @@ async fn sch_49_empty_database_gets_both_tables_and_history_rows() {
         )
         .await
         .expect("history");
-    assert_eq!(rows.len(), 2);
+    assert_eq!(rows.len(), queuebox_store::BUNDLED_VERSIONS.len());
     for (row, (version, description)) in
         rows.iter().zip([(1, "create outbox"), (2, "create inbox")])
     {
@@ -79,8 +88,17 @@ async fn sch_49_empty_database_gets_both_tables_and_history_rows() {
         .await
         .expect("second migrate");
     assert!(again.applied.is_empty());
-    logs.assert_line("INFO", "The database is at version 2. Nothing to apply.");
-    assert_eq!(db.history().await.len(), 2);
+    logs.assert_line(
+        "INFO",
+        &format!(
+            "The database is at version {}. Nothing to apply.",
+            queuebox_store::HIGHEST_VERSION
+        ),
+    );
+    assert_eq!(
+        db.history().await.len(),
+        queuebox_store::BUNDLED_VERSIONS.len()
+    );
     store.check_schema(false).await.expect("guard passes");
     db.drop().await;
 }
@@ -123,16 +141,24 @@ async fn sch_56_baseline_1_records_outbox_made_by_hand_and_applies_2() {
     let logs = LogCapture::start();
     let report = store.migrate(&baseline(1)).await.expect("baseline");
     assert_eq!(report.baselined, vec![1]);
-    assert_eq!(report.applied, vec![2]);
+    let later: Vec<u32> = queuebox_store::BUNDLED_VERSIONS
+        .iter()
+        .map(|v| v.version)
+        .filter(|v| *v >= 2)
+        .collect();
+    assert_eq!(report.applied, later);
     logs.assert_line(
         "INFO",
         "Recorded versions 1 to 1 as applied by hand (baseline).",
     );
-    logs.assert_line("INFO", "Applied 1 migration(s): 2");
-    assert_eq!(
-        db.history().await,
-        vec![(1, "baseline".into()), (2, "applied".into())]
+    let words: Vec<String> = later.iter().map(u32::to_string).collect();
+    logs.assert_line(
+        "INFO",
+        &format!("Applied {} migration(s): {}", later.len(), words.join(", ")),
     );
+    let mut history = vec![(1, "baseline".to_owned())];
+    history.extend(later.iter().map(|v| (*v as i32, "applied".to_owned())));
+    assert_eq!(db.history().await, history);
     let duration: i32 = db
         .admin
         .query_one(
@@ -159,7 +185,10 @@ async fn sch_56_baseline_with_history_refused_and_nothing_changed() {
     let err = store.migrate(&baseline(1)).await.expect_err("refused");
     assert_eq!(
         err.to_string(),
-        "The database already has a migration history (version 2). --baseline applies only to a database without one. Nothing changed."
+        format!(
+            "The database already has a migration history (version {}). --baseline applies only to a database without one. Nothing changed.",
+            queuebox_store::HIGHEST_VERSION
+        )
     );
     assert_eq!(db.history().await, before);
     db.drop().await;
@@ -307,13 +336,18 @@ async fn sch_46_failed_version_2_keeps_version_1() {
     assert_eq!(db.history().await, vec![(1, "applied".into())]);
     assert!(db.has_relation("outbox").await);
     assert!(!db.has_relation("idx_inbox_push_pending").await);
-    // Once the obstacle is gone, the next run applies only version 2.
+    // Once the obstacle is gone, the next run applies only version 2 and the later ones.
     db.exec("DROP TYPE inbox").await;
     let report = store
         .migrate(&MigrateRequest::default())
         .await
         .expect("migrate");
-    assert_eq!(report.applied, vec![2]);
+    let later: Vec<u32> = queuebox_store::BUNDLED_VERSIONS
+        .iter()
+        .map(|v| v.version)
+        .filter(|v| *v >= 2)
+        .collect();
+    assert_eq!(report.applied, later);
     db.drop().await;
 }
 
@@ -327,7 +361,8 @@ async fn sch_50_newer_version_warns_and_carries_on() {
         .expect("migrate");
     db.exec(&format!(
         "INSERT INTO queuebox_schema_history (version, description, kind, checksum, queuebox_version, duration_ms) \
-         VALUES (3, 'from the future', 'applied', '{}', '9.9.9', 1)",
+         VALUES ({}, 'from the future', 'applied', '{}', '9.9.9', 1)",
+        queuebox_store::HIGHEST_VERSION + 1,
         "a".repeat(64)
     ))
     .await;
@@ -336,11 +371,18 @@ async fn sch_50_newer_version_warns_and_carries_on() {
         .migrate(&MigrateRequest::default())
         .await
         .expect("carries on");
-    assert_eq!(report.newer_version, Some(3));
+    assert_eq!(
+        report.newer_version,
+        Some(queuebox_store::HIGHEST_VERSION + 1)
+    );
     assert!(report.applied.is_empty());
     logs.assert_line(
         "WARN",
-        "The database is at version 3, newer than this QueueBox (2). Nothing to apply.",
+        &format!(
+            "The database is at version {}, newer than this QueueBox ({}). Nothing to apply.",
+            queuebox_store::HIGHEST_VERSION + 1,
+            queuebox_store::HIGHEST_VERSION
+        ),
     );
     db.drop().await;
 }
@@ -494,7 +536,32 @@ async fn sch_52_replicas_starting_together_serialize_on_the_lock() {
         rb.expect("second replica").applied,
     ];
     applied.sort();
-    assert_eq!(applied, vec![vec![], vec![1, 2]]);
-    assert_eq!(db.history().await.len(), 2);
+    assert_eq!(
+        applied,
+        vec![
+            vec![],
+            queuebox_store::BUNDLED_VERSIONS
+                .iter()
+                .map(|v| v.version)
+                .collect::<Vec<_>>()
+        ]
+    );
+    assert_eq!(
+        db.history().await.len(),
+        queuebox_store::BUNDLED_VERSIONS.len()
+    );
     db.drop().await;
+}
+
+/// `Applied <n> migration(s): <versions>` for every bundled version (SCH-57).
+fn applied_line() -> String {
+    let versions: Vec<String> = queuebox_store::BUNDLED_VERSIONS
+        .iter()
+        .map(|v| v.version.to_string())
+        .collect();
+    format!(
+        "Applied {} migration(s): {}",
+        versions.len(),
+        versions.join(", ")
+    )
 }

@@ -51,6 +51,7 @@ async fn cfg_42_memory_database_is_private_to_its_store() {
         .await
         .expect("migrate");
     let row = NewInboxRow {
+        raw_body: None,
         id: uuid::Uuid::now_v7(),
         source: "orders".to_owned(),
         idempotency_key: "evt_1".to_owned(),

@@ -221,6 +221,7 @@ pub(crate) async fn inb_46_the_relay_claims_by_scheduled_at_then_created_at(
 
     // One aggregate, stored in reverse publish order: the earlier publish time leaves first.
     let publish = |key: &str, ms_ago: i64| NewInboxRow {
+        raw_body: None,
         schedule: Schedule::AfterPublish {
             publish_epoch_ms: now_ms() - ms_ago,
             delay: Duration::ZERO,

@@ -13,6 +13,7 @@ use crate::relay::RelayRow;
 /// QueueBox makes it (SCH-7).
 pub fn message(source: &str, key: &str) -> NewInboxRow {
     NewInboxRow {
+        raw_body: None,
         id: Uuid::now_v7(),
         source: source.to_owned(),
         idempotency_key: key.to_owned(),

@@ -57,6 +57,7 @@ impl IntakeStore for Memory {
 
 fn row(key: &str, consumption: Consumption) -> NewInboxRow {
     NewInboxRow {
+        raw_body: None,
         id: Uuid::now_v7(),
         source: "orders".into(),
         idempotency_key: key.into(),
