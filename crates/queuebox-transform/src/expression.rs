@@ -90,10 +90,12 @@ impl Expression {
         cancel: CancelToken,
     ) -> Result<Value, Failure> {
         let inner = &*self.inner;
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
+        let now_ms = variables.fixed_now().unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0)
+        });
         let mut bindings = variables.bindings();
         if variables.binds_timestamp() {
             // TRF-13: `$timestamp` is the instant that `$now()` returns in this evaluation.

@@ -30,6 +30,11 @@ pub const MAX_SEQUENCE_ITEMS: usize = 1_000_000;
 /// The fixed ceiling on the serialized size of a result, in bytes (TRF-10).
 pub const MAX_RESULT_BYTES: usize = 16_777_216;
 
+/// `$timestamp`'s text for an instant in milliseconds since the epoch (TRF-11).
+pub fn timestamp_text(ms: i64) -> String {
+    timestamp::iso8601_millis(ms)
+}
+
 /// Checks that `source` compiles, for the configuration loader (TRF-39): the reason is the
 /// engine's `<code>: <message>`.
 pub fn check(source: &str) -> Result<(), CompileError> {

@@ -7,6 +7,9 @@ use serde_json::{Map, Value};
 pub struct Variables {
     vars: Vec<(&'static str, Value)>,
     timestamp: bool,
+    /// The evaluation's clock, when the caller fixes it (the admin transform test reports the
+    /// `$timestamp` it bound); `None` reads the clock at the evaluation.
+    now_ms: Option<i64>,
 }
 
 impl Variables {
@@ -32,6 +35,7 @@ impl Variables {
                 ("eventType", event_type.map_or(Value::Null, Value::from)),
             ],
             timestamp: true,
+            now_ms: None,
         }
     }
 
@@ -45,7 +49,18 @@ impl Variables {
                 ("attempt", Value::from(attempt)),
             ],
             timestamp: true,
+            now_ms: None,
         }
+    }
+
+    /// Fixes the evaluation's clock (`$timestamp` and `$now()`) at `ms` since the epoch.
+    pub fn at_time(mut self, ms: i64) -> Self {
+        self.now_ms = Some(ms);
+        self
+    }
+
+    pub(crate) fn fixed_now(&self) -> Option<i64> {
+        self.now_ms
     }
 
     pub(crate) fn binds_timestamp(&self) -> bool {

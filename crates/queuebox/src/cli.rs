@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Parser, Subcommand};
 
-pub const USAGE: &str =
-    "Usage: queuebox [run | check | migrate [--baseline VERSION] | version] [--config PATH]";
+pub const USAGE: &str = "Usage: queuebox [run | check | migrate [--baseline VERSION] | version | outbox list|show|replay|delete | inbox list|show|requeue|delete] [--config PATH]";
 pub const MIGRATE_USAGE: &str = "Usage: queuebox migrate [--config PATH] [--baseline VERSION]";
 
 #[derive(Debug, Parser)]
@@ -39,6 +38,12 @@ enum CommandArgs {
     },
     /// Print the version.
     Version,
+    /// List, show, replay or delete outbox rows (docs/commands.md).
+    #[command(subcommand)]
+    Outbox(crate::operator::OutboxCommand),
+    /// List, show, requeue or delete inbox rows (docs/commands.md).
+    #[command(subcommand)]
+    Inbox(crate::operator::InboxCommand),
 }
 
 /// What the command line asks for.
@@ -51,6 +56,8 @@ pub enum Command {
         baseline: Option<String>,
     },
     Version,
+    Outbox(crate::operator::OutboxCommand),
+    Inbox(crate::operator::InboxCommand),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -78,6 +85,8 @@ pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Result<Invocation, Par
                 Some(CommandArgs::Check) => Command::Check,
                 Some(CommandArgs::Migrate { baseline }) => Command::Migrate { baseline },
                 Some(CommandArgs::Version) => Command::Version,
+                Some(CommandArgs::Outbox(c)) => Command::Outbox(c),
+                Some(CommandArgs::Inbox(c)) => Command::Inbox(c),
             },
         }),
         Err(err) if err.kind() == ErrorKind::DisplayHelp => {

@@ -3,6 +3,7 @@
 mod cli;
 mod commands;
 mod logging;
+mod operator;
 mod run;
 mod settings;
 mod signals;
@@ -46,6 +47,8 @@ fn main() -> ExitCode {
             }
         }
         Command::Run => run::run(invocation.config),
+        Command::Outbox(command) => operator::outbox(invocation.config, command),
+        Command::Inbox(command) => operator::inbox(invocation.config, command),
     };
     ExitCode::from(code)
 }

@@ -73,7 +73,6 @@ struct Service {
 /// OPS-23 steps 5–14.
 async fn start(config: Config) -> Result<Service, StartError> {
     wiring::check_runnable(&config)?;
-    wiring::check_admin(&config)?;
     let metrics = Metrics::new(env!("CARGO_PKG_VERSION"));
     let outbox = wiring::build_outbox(&config, &metrics)?;
     let mut sources = wiring::build_sources(&config, &metrics)?;
@@ -160,7 +159,7 @@ async fn start(config: Config) -> Result<Service, StartError> {
         store.clone(),
         WriterSettings::default(),
         metrics.clone(),
-        relay_wake,
+        relay_wake.clone(),
     );
     let intake: Arc<dyn Intake> = Arc::new(InboxIntake::new(
         sources.pipelines,
@@ -221,11 +220,18 @@ async fn start(config: Config) -> Result<Service, StartError> {
         intake,
     );
     let renderer = metrics.clone();
+    let mut operational_routes = OperationalRoutes::new();
+    if config.admin.enabled {
+        let api = wiring::build_admin(&config, &store, &outbox_wake, &relay_wake)?;
+        operational_routes = operational_routes
+            .merge(api.routes())
+            .merge(queuebox_http::console::console_routes());
+    }
     let endpoints = Endpoints {
         readiness,
         metrics: Arc::new(move || renderer.render()),
         data_routes: DataPortRoutes::new().merge_sources(routes),
-        operational_routes: OperationalRoutes::new(),
+        operational_routes,
     };
     let mut settings = ServerSettings::new(config.server.http_port, config.server.management_port);
     settings.max_body_bytes = Some(config.inbox.max_body_bytes);

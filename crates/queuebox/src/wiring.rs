@@ -19,6 +19,7 @@ use queuebox_core::{Destination, Secret, Source};
 use queuebox_engine::outbox::{OutboxTransforms, Route};
 use queuebox_engine::pipeline::{KeyExpression, SourceExpressions, SourcePipeline};
 use queuebox_engine::transform::{Limits, OnError, Stage, StageTransform};
+use queuebox_http::admin::{AdminApi, AdminRouting};
 use queuebox_http::destination::{
     HttpAuth, HttpDestination, HttpDestinationSettings, LogDestination, LogDestinationSettings,
     SharedHttp,
@@ -85,16 +86,24 @@ pub fn check_runnable(config: &Config) -> Result<(), StartError> {
     ))
 }
 
-/// OPS-23 step 6: the admin API is not part of this build, so `admin.enabled: true` stops the
-/// start instead of leaving the operator without the routes they configured.
-pub fn check_admin(config: &Config) -> Result<(), StartError> {
-    if config.admin.enabled {
-        return Err(StartError::new(
-            "enable the admin API",
-            "this build of QueueBox has no admin API yet; set admin.enabled: false",
-        ));
-    }
-    Ok(())
+/// The admin API (operations.md §6) over the store, with the routes of the configuration for
+/// the `destination` filter; ADM-2 is checked again here, before any admin route exists.
+pub fn build_admin(
+    config: &Config,
+    store: &Arc<dyn Store>,
+    outbox_wake: &Arc<tokio::sync::Notify>,
+    relay_wake: &Arc<tokio::sync::Notify>,
+) -> Result<AdminApi, StartError> {
+    let operator: Arc<dyn queuebox_store::OperatorStore> = store.clone();
+    AdminApi::new(
+        &config.admin,
+        operator,
+        AdminRouting::from_config(config),
+        transform_pool()?,
+        outbox_wake.clone(),
+        relay_wake.clone(),
+    )
+    .map_err(|err| StartError::new("enable the admin API", err))
 }
 
 /// OPS-24 step 8: the store of `database.type`, connected. The one place that names a concrete

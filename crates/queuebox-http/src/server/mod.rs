@@ -34,7 +34,7 @@ mod body;
 mod handle;
 mod health;
 mod listener;
-mod respond;
+pub(crate) mod respond;
 mod routes;
 mod service;
 mod unwind;

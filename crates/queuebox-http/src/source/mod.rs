@@ -27,8 +27,8 @@
 //! so its own early answers there (503 while draining, 413 on a declared length, 405, 408,
 //! 431, 500) carry `X-Correlation-Id` too (INB-6).
 
-mod auth;
-mod body;
+pub(crate) mod auth;
+pub(crate) mod body;
 pub mod correlation;
 mod handler;
 mod headers;
