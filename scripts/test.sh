@@ -104,6 +104,9 @@ run_client_suite typescript clients/typescript/test.sh
 # The Rust client as a user gets it: cargo package, and the README's git dependency in a fresh
 # application running the README example.
 run_client_suite rustclient crates/queuebox-inbox/release-test.sh
+# The web console in Debian's headless Chromium (playwright-core, no browser download), against
+# the binary on PostgreSQL; installs chromium and playwright-core when missing (tests/browser/run.sh).
+run_client_suite console tests/browser/run.sh
 
 if [ -n "${QUEUEBOX_TEST_SQLSERVER_URL:-}" ]; then
     echo "test.sh: QUEUEBOX_TEST_SQLSERVER_URL is set, but no SQL Server store exists yet" >&2
