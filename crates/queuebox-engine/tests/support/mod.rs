@@ -681,6 +681,10 @@ impl<H: InboxHooks> RelayStore for Hooked<H> {
     async fn inbox_oldest_pending_age(&self) -> Result<f64, StoreError> {
         self.store.inbox_oldest_pending_age().await
     }
+
+    async fn inbox_backlog(&self) -> Result<queuebox_store::InboxBacklog, StoreError> {
+        self.store.inbox_backlog().await
+    }
 }
 
 #[async_trait]
