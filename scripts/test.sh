@@ -106,6 +106,9 @@ run_client_suite typescript clients/typescript/test.sh
 # The Rust client as a user gets it: cargo package, and the README's git dependency in a fresh
 # application running the README example.
 run_client_suite rustclient crates/queuebox-inbox/release-test.sh
+# The web console in Debian's headless Chromium (playwright-core, no browser download), against
+# the binary on PostgreSQL; installs chromium and playwright-core when missing (tests/browser/run.sh).
+run_client_suite console tests/browser/run.sh
 
 # The chaos ledger test in its short form (issue 17; docs/reliability.md): 3 replicas on a
 # private PostgreSQL cluster, kill -9, SIGSTOP, an immediate PostgreSQL restart and row locks

@@ -262,7 +262,9 @@ async fn start(config: Config) -> Result<Service, StartError> {
     let mut operational_routes = OperationalRoutes::new();
     if config.admin.enabled {
         let api = wiring::build_admin(&config, &store, &outbox_wake, &relay_wake)?;
-        operational_routes = operational_routes.merge(api.routes());
+        operational_routes = operational_routes
+            .merge(api.routes())
+            .merge(queuebox_http::console::console_routes());
     }
     let endpoints = Endpoints {
         readiness,
