@@ -129,6 +129,15 @@ ensure_kafka() {
     wait_for "tansu on 127.0.0.1:19092" 30 port_open 19092
 }
 
+# Not a server: promtool, which the monitoring test runs on the alert rules
+# (crates/queuebox/tests/monitoring.rs), from Debian's prometheus package. Installing the
+# package does not start a Prometheus server where there is no init system; nothing here uses one.
+ensure_promtool() {
+    command -v promtool >/dev/null 2>&1 && return 0
+    log "installing promtool (Debian's prometheus package)"
+    apt_install prometheus && command -v promtool >/dev/null 2>&1
+}
+
 status=0
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=(postgres)
@@ -142,6 +151,7 @@ for service in "${wanted[@]}"; do
         mosquitto) ensure_mosquitto || { log "Mosquitto is not available on 127.0.0.1:1883"; status=1; } ;;
         kafka) ensure_kafka || { log "the Kafka-protocol broker is not available on 127.0.0.1:19092"; status=1; } ;;
         postgres) ensure_postgres || { log "PostgreSQL is not available on 127.0.0.1:5432"; status=1; } ;;
+        promtool) ensure_promtool || { log "promtool could not be installed"; status=1; } ;;
         *) log "unknown service $service"; status=1 ;;
     esac
 done

@@ -27,7 +27,8 @@ record() { # suite, passed, failed[, extra]
 # instances of their own. Kafka: the tansu broker on 127.0.0.1:19092 for the Kafka source and
 # destination tests (crates/queuebox-kafka, crates/queuebox/tests/kafka_e2e.rs), which also run
 # a private tansu of their own for the restart test.
-if ! scripts/services.sh postgres mariadb rabbitmq nats kafka; then
+# promtool (not a server): the monitoring test checks the alert rules with it.
+if ! scripts/services.sh postgres mariadb rabbitmq nats kafka promtool; then
     echo "test.sh: a server the tests need could not be started" >&2
     failed=1
 fi
