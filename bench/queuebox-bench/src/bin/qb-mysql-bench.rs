@@ -340,6 +340,7 @@ fn intake_floor(args: &Args, dir: &Path, name: &str) -> Result<f64> {
                 },
                 state: StoredState::Pending,
                 last_error: None,
+                raw_body: None,
             };
             store.insert_batch(std::slice::from_ref(&row)).await?;
         }
