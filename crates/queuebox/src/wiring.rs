@@ -296,7 +296,8 @@ pub fn build_sources(config: &Config, metrics: &Metrics) -> Result<SourceParts, 
     for (name, source) in &config.sources {
         let expressions = source_expressions(name, source, metrics)?;
         let pipeline = SourcePipeline::with_expressions(source.inbox_rules(), expressions)
-            .map_err(|err| failed(err.to_string()))?;
+            .map_err(|err| failed(err.to_string()))?
+            .with_relay_topic(source.topic.clone());
         parts.pipelines.push(pipeline);
         match &source.kind {
             SourceKind::Http(_) => parts
