@@ -19,10 +19,15 @@ pub const BUNDLED_VERSIONS: &[BundledVersion] = &[
         version: 2,
         description: "create inbox",
     },
+    // Issue 14 item 7: an INSERT with an empty topic is refused (a CHECK; triggers on SQLite).
+    BundledVersion {
+        version: 3,
+        description: "outbox topic not empty",
+    },
 ];
 
 /// The highest bundled version: the upper bound of `--baseline` (SCH-56).
-pub const HIGHEST_VERSION: u32 = 2;
+pub const HIGHEST_VERSION: u32 = 3;
 
 /// The history table (SCH-23). Never mapped, never renamed.
 pub const SCHEMA_HISTORY_TABLE: &str = "queuebox_schema_history";
@@ -110,7 +115,7 @@ mod tests {
     #[test]
     fn sch_43_versions_are_ascending_and_end_at_highest() {
         let numbers: Vec<u32> = BUNDLED_VERSIONS.iter().map(|v| v.version).collect();
-        assert_eq!(numbers, vec![1, 2]);
+        assert_eq!(numbers, vec![1, 2, 3]);
         assert_eq!(numbers.last().copied(), Some(HIGHEST_VERSION));
         assert_eq!(bundled(1).map(|v| v.description), Some("create outbox"));
         assert_eq!(bundled(2).map(|v| v.description), Some("create inbox"));

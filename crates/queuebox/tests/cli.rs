@@ -203,7 +203,9 @@ async fn sch_59_migrate_creates_the_tables_and_a_second_run_applies_nothing() {
     assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
     let messages = log_messages(&stderr(&first));
     assert!(
-        messages.iter().any(|m| m == "Applied 2 migration(s): 1, 2"),
+        messages
+            .iter()
+            .any(|m| m == "Applied 3 migration(s): 1, 2, 3"),
         "{messages:?}"
     );
     let tables: i64 = schema
@@ -226,7 +228,7 @@ async fn sch_59_migrate_creates_the_tables_and_a_second_run_applies_nothing() {
     assert!(
         messages
             .iter()
-            .any(|m| m == "The database is at version 2. Nothing to apply."),
+            .any(|m| m == "The database is at version 3. Nothing to apply."),
         "{messages:?}"
     );
     schema.drop().await;
@@ -242,7 +244,7 @@ async fn sch_57_bad_baseline_value_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2));
     assert_eq!(
         stderr(&output),
-        "--baseline needs a whole number from 1 to 2, got \"7\".\nUsage: queuebox migrate [--config PATH] [--baseline VERSION]\n"
+        "--baseline needs a whole number from 1 to 3, got \"7\".\nUsage: queuebox migrate [--config PATH] [--baseline VERSION]\n"
     );
 }
 
@@ -287,7 +289,11 @@ async fn sch_56_baseline_records_hand_made_tables_then_applies_the_rest() {
     let history: Vec<(i32, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
     assert_eq!(
         history,
-        vec![(1, "baseline".to_owned()), (2, "applied".to_owned())]
+        vec![
+            (1, "baseline".to_owned()),
+            (2, "applied".to_owned()),
+            (3, "applied".to_owned())
+        ]
     );
     schema.drop().await;
 }

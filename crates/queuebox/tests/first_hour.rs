@@ -379,3 +379,52 @@ fn issue_14_6_8_push_topic_checked_at_receipt_and_both_ids_named() {
         .collect();
     assert_eq!(keys, ["evt_1"], "the refused webhook left no row");
 }
+
+/// Item 7: after `queuebox migrate`, the application's INSERT of an outbox row with an empty
+/// topic is refused by the database itself, on every store, naming `ck_outbox_topic`; a topic
+/// that is not empty is still taken.
+#[tokio::test]
+async fn issue_14_7_an_empty_outbox_topic_is_refused_by_the_insert() {
+    use mysql_async::prelude::Queryable as _;
+    let empty = "INSERT INTO outbox (topic, payload) VALUES ('', '{}')";
+    let fine = "INSERT INTO outbox (topic, payload) VALUES ('order.created', '{}')";
+
+    let schema = support::pg::TestSchema::create("fh_topic").await;
+    support::service::migrate(&schema.queuebox_url());
+    let err = schema.client().batch_execute(empty).await.unwrap_err();
+    let db = err.as_db_error().expect("a server error");
+    assert_eq!(db.code().code(), "23514", "{db:?}");
+    assert_eq!(db.constraint(), Some("ck_outbox_topic"));
+    schema.client().batch_execute(fine).await.unwrap();
+    schema.drop().await;
+
+    let mysql = support::mysql::TestDatabase::create("fh_topic").await;
+    support::service::migrate_database(&format!(
+        "database:\n  type: mysql\n  url: \"{}\"\n",
+        mysql.queuebox_url()
+    ));
+    let mut conn = mysql.conn().await;
+    let err = conn.query_drop(empty).await.unwrap_err();
+    assert!(err.to_string().contains("ck_outbox_topic"), "{err}");
+    conn.query_drop(fine).await.unwrap();
+    drop(conn);
+    mysql.drop().await;
+
+    let home = Scratch::new("fh-topic-sqlite");
+    let file = home.path().join("qb.db");
+    support::service::migrate_database(&format!(
+        "database:\n  type: sqlite\n  url: \"sqlite://{}\"\n",
+        file.display()
+    ));
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let err = conn.execute(empty, []).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "ck_outbox_topic: the outbox topic must not be empty"
+    );
+    conn.execute(fine, []).unwrap();
+    let err = conn
+        .execute("UPDATE outbox SET topic = ''", [])
+        .unwrap_err();
+    assert!(err.to_string().contains("ck_outbox_topic"), "{err}");
+}

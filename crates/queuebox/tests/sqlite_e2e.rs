@@ -253,7 +253,7 @@ fn readme_first_command_runs_the_whole_path_on_sqlite_with_no_server() {
         again
             .messages()
             .iter()
-            .any(|m| m.starts_with("The database is at version 2. Nothing to apply.")),
+            .any(|m| m.starts_with("The database is at version 3. Nothing to apply.")),
         "{:#?}",
         again.messages()
     );
@@ -277,7 +277,7 @@ fn sch_59_migrate_twice_on_a_sqlite_file() {
     let log = support::process::log_messages(&support::process::stderr(&first));
     assert_eq!(first.status.code(), Some(0), "{log:#?}");
     assert!(
-        log.iter().any(|m| m == "Applied 2 migration(s): 1, 2"),
+        log.iter().any(|m| m == "Applied 3 migration(s): 1, 2, 3"),
         "{log:#?}"
     );
     assert!(home.path().join("data.db").is_file());
@@ -290,7 +290,7 @@ fn sch_59_migrate_twice_on_a_sqlite_file() {
     assert_eq!(second.status.code(), Some(0), "{log:#?}");
     assert!(
         log.iter()
-            .any(|m| m == "The database is at version 2. Nothing to apply."),
+            .any(|m| m == "The database is at version 3. Nothing to apply."),
         "{log:#?}"
     );
 

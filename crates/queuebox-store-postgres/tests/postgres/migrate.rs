@@ -25,9 +25,9 @@ async fn sch_49_empty_database_gets_both_tables_and_history_rows() {
         .migrate(&MigrateRequest::default())
         .await
         .expect("migrate");
-    assert_eq!(report.applied, vec![1, 2]);
+    assert_eq!(report.applied, vec![1, 2, 3]);
     assert_eq!(report.database_version, Some(2));
-    logs.assert_line("INFO", "Applied 2 migration(s): 1, 2");
+    logs.assert_line("INFO", "Applied 3 migration(s): 1, 2, 3");
     assert!(
         logs.text()
             .contains("Applied migration 1 (create outbox) in "),
@@ -79,7 +79,7 @@ async fn sch_49_empty_database_gets_both_tables_and_history_rows() {
         .await
         .expect("second migrate");
     assert!(again.applied.is_empty());
-    logs.assert_line("INFO", "The database is at version 2. Nothing to apply.");
+    logs.assert_line("INFO", "The database is at version 3. Nothing to apply.");
     assert_eq!(db.history().await.len(), 2);
     store.check_schema(false).await.expect("guard passes");
     db.drop().await;
@@ -131,7 +131,11 @@ async fn sch_56_baseline_1_records_outbox_made_by_hand_and_applies_2() {
     logs.assert_line("INFO", "Applied 1 migration(s): 2");
     assert_eq!(
         db.history().await,
-        vec![(1, "baseline".into()), (2, "applied".into())]
+        vec![
+            (1, "baseline".into()),
+            (2, "applied".into()),
+            (3, "applied".into())
+        ]
     );
     let duration: i32 = db
         .admin
@@ -494,7 +498,7 @@ async fn sch_52_replicas_starting_together_serialize_on_the_lock() {
         rb.expect("second replica").applied,
     ];
     applied.sort();
-    assert_eq!(applied, vec![vec![], vec![1, 2]]);
+    assert_eq!(applied, vec![vec![], vec![1, 2, 3]]);
     assert_eq!(db.history().await.len(), 2);
     db.drop().await;
 }
