@@ -140,7 +140,7 @@ mod tests {
             let header = format!("-- Version {}: {}", version.version, version.description);
             assert!(text.starts_with(&header), "{header}");
         }
-        assert_eq!(bundled_sql(3), None);
+        assert_eq!(bundled_sql(4), None);
     }
 
     #[test]
