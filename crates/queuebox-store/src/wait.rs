@@ -84,7 +84,7 @@ where
 /// Whole seconds, or one decimal below ten (a 1500 ms limit is "1.5").
 fn seconds(duration: Duration) -> String {
     let ms = duration.as_millis();
-    if ms % 1000 == 0 || ms >= 10_000 {
+    if ms.is_multiple_of(1000) || ms >= 10_000 {
         (ms / 1000).to_string()
     } else {
         format!("{:.1}", ms as f64 / 1000.0)

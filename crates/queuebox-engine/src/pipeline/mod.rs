@@ -198,7 +198,7 @@ impl SourcePipeline {
     }
 
     /// The refusal of a message whose relay topic does not render (issue 14 item 6).
-    fn check_topic(&self, event_type: Option<&str>) -> Result<(), Admission> {
+    fn check_topic(&self, event_type: Option<&str>) -> Result<(), Refusal> {
         let Some(template) = &self.relay_topic else {
             return Ok(());
         };
@@ -216,9 +216,7 @@ impl SourcePipeline {
             ),
             Some(_) => format!("Source {source}: {invalid} Nothing was stored."),
         };
-        Err(Admission::Settle(IntakeOutcome::Refused(
-            Refusal::InvalidTopic { error },
-        )))
+        Err(Refusal::InvalidTopic { error })
     }
 
     pub fn source(&self) -> &SourceName {
@@ -336,8 +334,8 @@ impl SourcePipeline {
         };
         let aggregate_id = self.aggregate_id.extract(&readable);
         let event_type = self.event_type.extract(&readable);
-        if let Err(refused) = self.check_topic(event_type.as_deref()) {
-            return refused;
+        if let Err(refusal) = self.check_topic(event_type.as_deref()) {
+            return Admission::Settle(IntakeOutcome::Refused(refusal));
         }
         let schedule = self.schedule.schedule(&Timed {
             headers: &headers,
