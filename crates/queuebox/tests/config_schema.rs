@@ -172,7 +172,7 @@ fn issue_14_14_queuebox_check_accepts_every_example() {
             .args(["check", "--config"])
             .arg(&file)
             .env("PAYMENTS_SECRET", "s3cret")
-            .env("RABBIT_URL", "amqp://guest:guest@127.0.0.1:5672/%2f")
+            .env("RABBIT_PASSWORD", "guest")
             .env(
                 "PARTNER_SIGNING_SECRET",
                 "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",

@@ -59,10 +59,12 @@ async fn sch_49_empty_database_gets_both_tables_and_history_rows() {
         )
         .await
         .expect("history");
-    assert_eq!(rows.len(), 2);
-    for (row, (version, description)) in
-        rows.iter().zip([(1, "create outbox"), (2, "create inbox")])
-    {
+    assert_eq!(rows.len(), 3);
+    for (row, (version, description)) in rows.iter().zip([
+        (1, "create outbox"),
+        (2, "create inbox"),
+        (3, "outbox topic not empty"),
+    ]) {
         assert_eq!(row.get::<_, i32>(0), version);
         assert_eq!(row.get::<_, String>(1), description);
         assert_eq!(row.get::<_, String>(2), "applied");
@@ -80,7 +82,7 @@ async fn sch_49_empty_database_gets_both_tables_and_history_rows() {
         .expect("second migrate");
     assert!(again.applied.is_empty());
     logs.assert_line("INFO", "The database is at version 3. Nothing to apply.");
-    assert_eq!(db.history().await.len(), 2);
+    assert_eq!(db.history().await.len(), 3);
     store.check_schema(false).await.expect("guard passes");
     db.drop().await;
 }
@@ -123,12 +125,12 @@ async fn sch_56_baseline_1_records_outbox_made_by_hand_and_applies_2() {
     let logs = LogCapture::start();
     let report = store.migrate(&baseline(1)).await.expect("baseline");
     assert_eq!(report.baselined, vec![1]);
-    assert_eq!(report.applied, vec![2]);
+    assert_eq!(report.applied, vec![2, 3]);
     logs.assert_line(
         "INFO",
         "Recorded versions 1 to 1 as applied by hand (baseline).",
     );
-    logs.assert_line("INFO", "Applied 1 migration(s): 2");
+    logs.assert_line("INFO", "Applied 2 migration(s): 2, 3");
     assert_eq!(
         db.history().await,
         vec![
@@ -163,7 +165,7 @@ async fn sch_56_baseline_with_history_refused_and_nothing_changed() {
     let err = store.migrate(&baseline(1)).await.expect_err("refused");
     assert_eq!(
         err.to_string(),
-        "The database already has a migration history (version 2). --baseline applies only to a database without one. Nothing changed."
+        "The database already has a migration history (version 3). --baseline applies only to a database without one. Nothing changed."
     );
     assert_eq!(db.history().await, before);
     db.drop().await;
@@ -317,7 +319,7 @@ async fn sch_46_failed_version_2_keeps_version_1() {
         .migrate(&MigrateRequest::default())
         .await
         .expect("migrate");
-    assert_eq!(report.applied, vec![2]);
+    assert_eq!(report.applied, vec![2, 3]);
     db.drop().await;
 }
 
@@ -331,7 +333,7 @@ async fn sch_50_newer_version_warns_and_carries_on() {
         .expect("migrate");
     db.exec(&format!(
         "INSERT INTO queuebox_schema_history (version, description, kind, checksum, queuebox_version, duration_ms) \
-         VALUES (3, 'from the future', 'applied', '{}', '9.9.9', 1)",
+         VALUES (4, 'from the future', 'applied', '{}', '9.9.9', 1)",
         "a".repeat(64)
     ))
     .await;
@@ -340,11 +342,11 @@ async fn sch_50_newer_version_warns_and_carries_on() {
         .migrate(&MigrateRequest::default())
         .await
         .expect("carries on");
-    assert_eq!(report.newer_version, Some(3));
+    assert_eq!(report.newer_version, Some(4));
     assert!(report.applied.is_empty());
     logs.assert_line(
         "WARN",
-        "The database is at version 3, newer than this QueueBox (2). Nothing to apply.",
+        "The database is at version 4, newer than this QueueBox (3). Nothing to apply.",
     );
     db.drop().await;
 }
@@ -499,6 +501,6 @@ async fn sch_52_replicas_starting_together_serialize_on_the_lock() {
     ];
     applied.sort();
     assert_eq!(applied, vec![vec![], vec![1, 2, 3]]);
-    assert_eq!(db.history().await.len(), 2);
+    assert_eq!(db.history().await.len(), 3);
     db.drop().await;
 }

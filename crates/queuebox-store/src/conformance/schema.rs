@@ -160,7 +160,7 @@ pub(crate) async fn sch_56_baseline_with_history_refused(factory: &dyn Conforman
     let err = store.migrate(&request).await.expect_err("must refuse");
     assert_eq!(
         err.to_string(),
-        "The database already has a migration history (version 2). --baseline applies only to a database without one. Nothing changed."
+        "The database already has a migration history (version 3). --baseline applies only to a database without one. Nothing changed."
     );
     db.cleanup().await;
 }
