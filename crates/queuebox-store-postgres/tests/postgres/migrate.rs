@@ -26,7 +26,7 @@ async fn sch_49_empty_database_gets_both_tables_and_history_rows() {
         .await
         .expect("migrate");
     assert_eq!(report.applied, vec![1, 2, 3]);
-    assert_eq!(report.database_version, Some(2));
+    assert_eq!(report.database_version, Some(3));
     logs.assert_line("INFO", "Applied 3 migration(s): 1, 2, 3");
     assert!(
         logs.text()
