@@ -34,7 +34,8 @@ static INBOUND_AUTH: Shape = Section(&[
     ("token", &Leaf),
     ("key", &Leaf),
     ("headerName", &Leaf),
-    ("secret", &Leaf),
+    // One secret, or a list during a rotation (INB-21).
+    ("secret", &LeafList),
     ("algorithm", &Leaf),
     ("signaturePrefix", &Leaf),
     ("timestampHeader", &Leaf),
@@ -81,6 +82,10 @@ static DESTINATION: Shape = Section(&[
     ("path", &Leaf),
     ("timeoutMs", &Leaf),
     ("auth", &DESTINATION_AUTH),
+    (
+        "signing",
+        &Section(&[("type", &Leaf), ("secret", &LeafList)]),
+    ),
     ("url", &Leaf),
     ("exchange", &Leaf),
     ("exchangeFrom", &Leaf),

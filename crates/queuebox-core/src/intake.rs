@@ -91,6 +91,10 @@ pub enum Refusal {
     /// PostgreSQL: `\u0000` in a string, a number beyond `numeric`'s range); `reason` is the
     /// database's redacted reason. Nothing was stored.
     DataRejected { reason: String },
+    /// A push message whose relay topic renders empty or invalid (issue 14 item 6): the relay
+    /// could never forward it, so an HTTP source refuses it at receipt. `error` names the
+    /// source and the missing field.
+    InvalidTopic { error: String },
 }
 
 /// The outcome of one message.

@@ -77,7 +77,7 @@ async fn dst_50_one_json_line_with_the_members_in_order() {
     assert_eq!(
         head,
         format!(
-            r#"{{"kind":"delivery","destination":"console","messageId":"{id}","topic":"order.created","key":"o-42","aggregateType":null,"attempt":2,"headers":{{"x-message-id":"{id}","x-topic":"order.created","x-attempt":"2","x-message-key":"o-42"}},"payload":{{"id":"o-42","a":[1,2]}}"#
+            r#"{{"kind":"delivery","destination":"console","messageId":"{id}","outboxId":"{id}","inboxId":null,"topic":"order.created","key":"o-42","aggregateType":null,"attempt":2,"headers":{{"x-message-id":"{id}","x-topic":"order.created","x-attempt":"2","x-message-key":"o-42"}},"payload":{{"id":"o-42","a":[1,2]}}"#
         )
     );
     // 2026-11-30T12:00:00.123Z

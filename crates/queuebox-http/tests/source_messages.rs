@@ -408,7 +408,10 @@ async fn inb_49_the_row_carries_the_body_as_received_and_the_source_settings() {
         .send(h.addr)
         .await;
     let row = h.sink.only_row();
-    assert_eq!(reply.json(), json!({ "messageId": row.id.to_string() }));
+    assert_eq!(
+        reply.json(),
+        json!({ "messageId": row.id.to_string(), "inboxId": row.id.to_string() })
+    );
     assert_eq!(row.source, "orders");
     assert_eq!(row.idempotency_key, "o-1");
     assert_eq!(row.event_type.as_deref(), Some("order.created"));

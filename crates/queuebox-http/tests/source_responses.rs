@@ -31,7 +31,10 @@ async fn inb_10_new_message_202_then_duplicate_200() {
     let row = h.sink.only_row();
     assert_eq!(
         first.answer(),
-        (202, format!(r#"{{"messageId":"{}"}}"#, row.id))
+        (
+            202,
+            format!(r#"{{"messageId":"{0}","inboxId":"{0}"}}"#, row.id)
+        )
     );
     assert_eq!(row.id.get_version_num(), 7, "ids are UUID v7");
     let again = post("/inbox/s", ID).send(h.addr).await;
@@ -369,7 +372,7 @@ async fn inb_10_the_route_answers_exactly_the_status_set() {
     let id = h.sink.only_row().id;
     let too_large = format!(r#"{{"error":"Request body exceeds {MAX_BODY} bytes"}}"#);
     let expected = [
-        (202, format!(r#"{{"messageId":"{id}"}}"#)),
+        (202, format!(r#"{{"messageId":"{id}","inboxId":"{id}"}}"#)),
         (202, r#"{"status":"filtered"}"#.to_owned()),
         (200, r#"{"status":"duplicate"}"#.to_owned()),
         (400, r#"{"error":"Invalid JSON"}"#.to_owned()),

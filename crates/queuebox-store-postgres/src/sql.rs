@@ -12,6 +12,8 @@ pub const MIGRATION_LOCK_KEY: i64 = 8_175_552_253_447_532_408;
 
 const MIGRATION_1: &str = include_str!("../migrations/0001_create_outbox.sql");
 const MIGRATION_2: &str = include_str!("../migrations/0002_create_inbox.sql");
+// Issue 14 item 7; the number is reserved in crates/queuebox-store/src/versions.rs.
+const MIGRATION_3: &str = include_str!("../migrations/0003_outbox_topic_not_empty.sql");
 const MIGRATION_4: &str = include_str!("../migrations/0004_add_inbox_raw_body.sql");
 
 /// The PostgreSQL text of a bundled version (schema.md §5.1).
@@ -19,6 +21,7 @@ pub fn bundled_sql(version: u32) -> Option<&'static str> {
     match version {
         1 => Some(MIGRATION_1),
         2 => Some(MIGRATION_2),
+        3 => Some(MIGRATION_3),
         4 => Some(MIGRATION_4),
         _ => None,
     }
@@ -141,7 +144,7 @@ mod tests {
             let header = format!("-- Version {}: {}", version.version, version.description);
             assert!(text.starts_with(&header), "{header}");
         }
-        assert_eq!(bundled_sql(3), None);
+        assert_eq!(bundled_sql(5), None);
     }
 
     #[test]

@@ -19,7 +19,11 @@ pub const BUNDLED_VERSIONS: &[BundledVersion] = &[
         version: 2,
         description: "create inbox",
     },
-    // Version 3 is firsthour's (session 22); the lead renumbers at the merge if needed.
+    // Issue 14 item 7: an INSERT with an empty topic is refused (a CHECK; triggers on SQLite).
+    BundledVersion {
+        version: 3,
+        description: "outbox topic not empty",
+    },
     BundledVersion {
         version: RAW_BODY_VERSION,
         description: "add inbox raw_body",
@@ -118,7 +122,7 @@ mod tests {
     #[test]
     fn sch_43_versions_are_ascending_and_end_at_highest() {
         let numbers: Vec<u32> = BUNDLED_VERSIONS.iter().map(|v| v.version).collect();
-        assert_eq!(numbers, vec![1, 2, RAW_BODY_VERSION]);
+        assert_eq!(numbers, vec![1, 2, 3, RAW_BODY_VERSION]);
         assert_eq!(numbers.last().copied(), Some(HIGHEST_VERSION));
         assert_eq!(bundled(1).map(|v| v.description), Some("create outbox"));
         assert_eq!(bundled(2).map(|v| v.description), Some("create inbox"));

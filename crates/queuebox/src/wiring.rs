@@ -324,7 +324,8 @@ pub fn build_sources(config: &Config, metrics: &Metrics) -> Result<SourceParts, 
         let expressions = source_expressions(name, source, metrics)?;
         let pipeline = SourcePipeline::with_expressions(source.inbox_rules(), expressions)
             .map_err(|err| failed(err.to_string()))?
-            .storing_raw_body(source.store_raw_body);
+            .storing_raw_body(source.store_raw_body)
+            .with_relay_topic(source.topic.clone());
         parts.pipelines.push(pipeline);
         match &source.kind {
             SourceKind::Http(_) => parts

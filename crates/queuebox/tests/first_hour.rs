@@ -74,7 +74,7 @@ fn issue_14_1_permanent_database_refusals_stop_at_once_with_the_fix() {
         ),
         (
             format!("  type: mysql\n  url: \"mysql://{unique}@{mysql_at}/test\"\n"),
-            "(MySQL error 1045). Check the user and password".to_owned(),
+            ". Check the user and password (database.username, database.password, or the ones in database.url)".to_owned(),
         ),
         (
             format!(
@@ -309,4 +309,122 @@ fn issue_14_5_version_help_and_completions() {
     let wrong = run(&["completions", "tcsh"]);
     assert_eq!(wrong.status.code(), Some(2));
     assert!(stderr(&wrong).starts_with("Unknown arguments: tcsh\nUsage: queuebox"));
+}
+
+/// Items 6 and 8 on the quickstart's shape (SQLite, an `http` source whose relay topic is
+/// `{{ eventType }}` from `$.type`, a `log` destination): a webhook without `type` is refused
+/// with 400 naming the missing field and the source, and no row is stored; a webhook with it is
+/// answered with its `inboxId`, and the delivery line names both ids.
+#[test]
+fn issue_14_6_8_push_topic_checked_at_receipt_and_both_ids_named() {
+    let home = Scratch::new("fh-push");
+    let db = home.path().join("qb.db");
+    let deliveries = home.path().join("deliveries.jsonl");
+    let config = format!(
+        "server:\n  httpPort: 0\ndatabase:\n  type: sqlite\n  url: sqlite://{}\ninbox:\n  relay:\n    pollIntervalMs: 100\noutbox:\n  pollIntervalMs: 100\nsources:\n  orders:\n    type: http\n    path: /orders\n    idempotencyKeyPath: $.id\n    eventTypePath: $.type\ndestinations:\n  console:\n    type: log\n    file: {}\nroutes:\n  - topicPattern: \"**\"\n    destination: console\n",
+        db.display(),
+        deliveries.display()
+    );
+    let mut service = support::service::Service::start("fh-push-run", &config);
+    let refused = support::service::http_post(
+        service.port,
+        "/inbox/orders",
+        &[("Content-Type", "application/json")],
+        br#"{"id": "evt_0", "orderId": "o-1"}"#,
+    );
+    assert_eq!(refused.status, 400, "{}", refused.body);
+    assert_eq!(
+        refused.json(),
+        serde_json::json!({"error": "The message has no event type (tried path $.type), and the relay topic '{{ eventType }}' of source orders needs it. Nothing was stored."})
+    );
+    let stored = support::service::http_post(
+        service.port,
+        "/inbox/orders",
+        &[("Content-Type", "application/json")],
+        br#"{"id": "evt_1", "type": "order.created", "orderId": "o-1"}"#,
+    );
+    assert_eq!(stored.status, 202, "{}", stored.body);
+    let answer = stored.json();
+    let inbox_id = answer["inboxId"].as_str().expect("inboxId").to_owned();
+    assert_eq!(
+        answer["messageId"],
+        inbox_id.as_str(),
+        "the spec's field stays"
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let line = loop {
+        if let Some(line) = std::fs::read_to_string(&deliveries)
+            .ok()
+            .and_then(|text| text.lines().next().map(str::to_owned))
+        {
+            break line;
+        }
+        assert!(Instant::now() < deadline, "no delivery line");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let delivery: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(delivery["inboxId"], inbox_id.as_str(), "{line}");
+    assert_eq!(delivery["outboxId"], delivery["messageId"], "{line}");
+    assert_ne!(delivery["outboxId"], inbox_id.as_str(), "{line}");
+    assert_eq!(delivery["headers"]["x-inbox-id"], inbox_id.as_str());
+    service.drain_log();
+    assert_eq!(service.stop(), Some(0));
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let keys: Vec<String> = conn
+        .prepare("SELECT idempotency_key FROM inbox ORDER BY idempotency_key")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(keys, ["evt_1"], "the refused webhook left no row");
+}
+
+/// Item 7: after `queuebox migrate`, the application's INSERT of an outbox row with an empty
+/// topic is refused by the database itself, on every store, naming `ck_outbox_topic`; a topic
+/// that is not empty is still taken.
+#[tokio::test]
+async fn issue_14_7_an_empty_outbox_topic_is_refused_by_the_insert() {
+    use mysql_async::prelude::Queryable as _;
+    let empty = "INSERT INTO outbox (topic, payload) VALUES ('', '{}')";
+    let fine = "INSERT INTO outbox (topic, payload) VALUES ('order.created', '{}')";
+
+    let schema = support::pg::TestSchema::create("fh_topic").await;
+    support::service::migrate(&schema.queuebox_url());
+    let err = schema.client().batch_execute(empty).await.unwrap_err();
+    let db = err.as_db_error().expect("a server error");
+    assert_eq!(db.code().code(), "23514", "{db:?}");
+    assert_eq!(db.constraint(), Some("ck_outbox_topic"));
+    schema.client().batch_execute(fine).await.unwrap();
+    schema.drop().await;
+
+    let mysql = support::mysql::TestDatabase::create("fh_topic").await;
+    support::service::migrate_database(&format!(
+        "database:\n  type: mysql\n  url: \"{}\"\n",
+        mysql.queuebox_url()
+    ));
+    let mut conn = mysql.conn().await;
+    let err = conn.query_drop(empty).await.unwrap_err();
+    assert!(err.to_string().contains("ck_outbox_topic"), "{err}");
+    conn.query_drop(fine).await.unwrap();
+    drop(conn);
+    mysql.drop().await;
+
+    let home = Scratch::new("fh-topic-sqlite");
+    let file = home.path().join("qb.db");
+    support::service::migrate_database(&format!(
+        "database:\n  type: sqlite\n  url: \"sqlite://{}\"\n",
+        file.display()
+    ));
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let err = conn.execute(empty, []).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "ck_outbox_topic: the outbox topic must not be empty"
+    );
+    conn.execute(fine, []).unwrap();
+    let err = conn
+        .execute("UPDATE outbox SET topic = ''", [])
+        .unwrap_err();
+    assert!(err.to_string().contains("ck_outbox_topic"), "{err}");
 }

@@ -587,7 +587,11 @@ async fn ret_retention_deletes_old_finished_rows_only_and_a_repeat_is_then_new()
         "active rows stay"
     );
     // RET: a deleted inbox row no longer deduplicates its key.
-    let again = post(&service, "/inbox/orders", r#"{"id": "old-processed"}"#);
+    let again = post(
+        &service,
+        "/inbox/orders",
+        r#"{"id": "old-processed", "type": "order.created"}"#,
+    );
     assert_eq!(
         again.status, 202,
         "accepted as new after retention: {again:?}"

@@ -345,7 +345,8 @@ async fn inb_51_the_body_reaches_the_payload_column_as_received() {
         "ids-inb51",
         &config(&schema, &receiver, "    enabled: false\n", ""),
     );
-    let body = "{ \"id\" : \"p-1\", \"amount\": 12345678901234567890.1230, \"n\": 2.50,\n  \"s\": \"\\u00e9\", \"dup\": 1, \"dup\": 2 }";
+    // A `type`, since the source's relay topic is `{{ eventType }}` (issue 14 item 6).
+    let body = "{ \"id\" : \"p-1\", \"type\": \"t\", \"amount\": 12345678901234567890.1230, \"n\": 2.50,\n  \"s\": \"\\u00e9\", \"dup\": 1, \"dup\": 2 }";
     let id = message_id(&post(&service, "/inbox/orders", &[], body));
     let row = schema
         .client()

@@ -42,7 +42,10 @@ impl InboxIntake {
         match outcome {
             IntakeOutcome::Filtered { .. } => self.metrics.inbox_filtered(source.as_str()).inc(),
             IntakeOutcome::Refused(
-                Refusal::InvalidJson | Refusal::NoKey { .. } | Refusal::JsonLimit { .. },
+                Refusal::InvalidJson
+                | Refusal::NoKey { .. }
+                | Refusal::JsonLimit { .. }
+                | Refusal::InvalidTopic { .. },
             ) => self
                 .metrics
                 .inbox_rejections(RejectionReason::ExtractionFailed)

@@ -19,6 +19,7 @@ use queuebox_core::correlation::CorrelationId;
 use queuebox_core::filter::Filter;
 use queuebox_core::inbox::{AttributeSteps, IntakeProtocol, SourceRules};
 use queuebox_core::intake::{IntakeOutcome, Refusal, StoredState};
+use queuebox_core::template::Template;
 use queuebox_core::{ReceivedMessage, SourceName};
 use queuebox_store::{NewInboxRow, Schedule};
 use queuebox_telemetry::RejectionReason;
@@ -29,6 +30,7 @@ use uuid::Uuid;
 use extract::{AGGREGATE_ID, Chain, EVENT_TYPE, KEY, KeyResults, Message, Step};
 use schedule::{ScheduleRule, Timed};
 
+use crate::relay::render_topic;
 use crate::transform::{MessageIds, StageTransform};
 
 /// `last_error` of a broker message stored `dead` because its body is not JSON (INB-56).
@@ -89,6 +91,8 @@ pub struct SourcePipeline {
     expressions: SourceExpressions,
     /// `storeRawBody`: the stored row keeps the body bytes as received.
     store_raw_body: bool,
+    /// The relay topic of a push `http` source, rendered at receipt (issue 14 item 6).
+    relay_topic: Option<Template>,
 }
 
 impl SourcePipeline {
@@ -189,7 +193,40 @@ impl SourcePipeline {
             protocol,
             consumption,
             filter,
+            relay_topic: None,
         })
+    }
+
+    /// Renders `topic` (the source's relay topic) for every message of a push `http` source
+    /// at receipt, and refuses a message whose topic renders empty or invalid (issue 14 item
+    /// 6): the relay could never forward it. Brokers and pull sources are unaffected.
+    pub fn with_relay_topic(mut self, topic: Template) -> Self {
+        if !self.protocol.is_broker() && self.consumption == Consumption::Push {
+            self.relay_topic = Some(topic);
+        }
+        self
+    }
+
+    /// The refusal of a message whose relay topic does not render (issue 14 item 6).
+    fn check_topic(&self, event_type: Option<&str>) -> Result<(), Refusal> {
+        let Some(template) = &self.relay_topic else {
+            return Ok(());
+        };
+        let source = self.source.as_str();
+        let Err(invalid) = render_topic(template, source, event_type) else {
+            return Ok(());
+        };
+        let error = match event_type {
+            None => format!(
+                "The message has no event type (tried {}), and the relay topic '{}' of source {source} needs it. Nothing was stored.",
+                self.event_type
+                    .tried()
+                    .replace("no step", "no step is configured"),
+                template.as_str()
+            ),
+            Some(_) => format!("Source {source}: {invalid} Nothing was stored."),
+        };
+        Err(Refusal::InvalidTopic { error })
     }
 
     pub fn source(&self) -> &SourceName {
@@ -308,6 +345,9 @@ impl SourcePipeline {
         };
         let aggregate_id = self.aggregate_id.extract(&readable);
         let event_type = self.event_type.extract(&readable);
+        if let Err(refusal) = self.check_topic(event_type.as_deref()) {
+            return Admission::Settle(IntakeOutcome::Refused(refusal));
+        }
         let schedule = self.schedule.schedule(&Timed {
             headers: &headers,
             payload: &payload,

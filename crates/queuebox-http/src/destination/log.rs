@@ -99,6 +99,18 @@ impl LogDestination {
             ("kind", json_string("delivery")),
             ("destination", json_string(&self.name)),
             ("messageId", json_string(&id)),
+            // Issue 14 item 8: which id is which. `messageId` (DST-50) is the outbox row's
+            // id; `outboxId` says so by name, and `inboxId` is the inbox row a push relay
+            // forwarded it from (the one a webhook's 202 answer named), or null.
+            ("outboxId", json_string(&id)),
+            (
+                "inboxId",
+                message
+                    .headers
+                    .iter()
+                    .find(|(name, _)| name.eq_ignore_ascii_case("x-inbox-id"))
+                    .map_or_else(|| "null".to_owned(), |(_, value)| json_string(value)),
+            ),
             ("topic", json_string(&message.topic)),
             ("key", key.map_or_else(|| "null".to_owned(), json_string)),
             (

@@ -140,6 +140,7 @@ impl RouteHandler {
                 Answer::TransformFailed(error)
             }
             IntakeOutcome::Refused(Refusal::JsonLimit { limit }) => Answer::JsonLimit(limit),
+            IntakeOutcome::Refused(Refusal::InvalidTopic { error }) => Answer::InvalidTopic(error),
             IntakeOutcome::Refused(Refusal::DataRejected { reason }) => {
                 tracing::warn!(
                     source,

@@ -15,7 +15,7 @@ use super::correlation;
 /// The outcome of one request; the first step that ends it decides (INB-7).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Answer {
-    /// 202 `{"messageId":…}`, after the insert committed.
+    /// 202 `{"messageId":…,"inboxId":…}` (the same inbox row id), after the insert committed.
     Stored(Uuid),
     /// 202 `{"status":"filtered"}`.
     Filtered,
@@ -30,6 +30,8 @@ pub(crate) enum Answer {
     DataRejected(String),
     /// 400 `{"error":"No idempotency key found"}`.
     NoKey,
+    /// 400 `{"error":"<why the relay topic is invalid>"}` (issue 14 item 6).
+    InvalidTopic(String),
     /// 422 `{"error":"Transform failed: <reason>"}` (TRF-17); the text is redacted.
     TransformFailed(String),
     /// 400 for a body the HTTP layer could not read (INB-11: not a source answer as such).
@@ -79,7 +81,9 @@ impl Answer {
         let (status, body) = match &self {
             Self::Stored(id) => (
                 StatusCode::ACCEPTED,
-                json!({ "messageId": id.hyphenated().to_string() }),
+                // `messageId` is inbox.md's field; `inboxId` names the same id so that it is not
+                // mistaken for the outbox row's id a delivery shows (issue 14 item 8).
+                json!({ "messageId": id.hyphenated().to_string(), "inboxId": id.hyphenated().to_string() }),
             ),
             Self::Filtered => (StatusCode::ACCEPTED, json!({ "status": "filtered" })),
             Self::Duplicate => (StatusCode::OK, json!({ "status": "duplicate" })),
@@ -93,6 +97,7 @@ impl Answer {
                 &format!("The message cannot be stored: {reason}"),
             ),
             Self::NoKey => error(StatusCode::BAD_REQUEST, "No idempotency key found"),
+            Self::InvalidTopic(text) => error(StatusCode::BAD_REQUEST, text),
             Self::TransformFailed(text) => error(StatusCode::UNPROCESSABLE_ENTITY, text),
             Self::UnreadableBody => error(StatusCode::BAD_REQUEST, "Bad request"),
             Self::Unauthorized(text) => error(StatusCode::UNAUTHORIZED, text),
