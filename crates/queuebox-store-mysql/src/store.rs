@@ -3,12 +3,15 @@
 //! every connection (SCH-8), the statement helpers the parts share, and the `SchemaStore` and
 //! umbrella `Store` implementations.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, OptsBuilder, Pool, PoolConstraints, PoolOpts, Row, TxOpts, Value};
+use mysql_async::{
+    Conn, DriverError, OptsBuilder, Pool, PoolConstraints, PoolOpts, Row, SslOpts, TxOpts, Value,
+};
 use queuebox_core::database::{DatabaseConfig, DatabaseTarget, MysqlSslMode, MysqlTarget};
 use queuebox_core::{Secret, TableLayout};
 use queuebox_store::{
@@ -115,6 +118,15 @@ impl MysqlStore {
             .stmt_cache_size(STATEMENT_CACHE)
             .init(init)
             .pool_opts(pool_opts);
+        let ssl = ssl_opts(target);
+        if ssl.is_some() {
+            // mysql_async's rustls connector takes the process's provider; rustls is built with
+            // more than one here, so one must be chosen. Another part may have chosen first.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        // CFG-40 `preferred`: TLS when the server offers it, else without.
+        let plain = (target.ssl_mode == MysqlSslMode::Preferred).then(|| opts.clone());
+        let opts = opts.ssl_opts(ssl);
         let mut store = Self {
             pool: Pool::new(opts),
             sql,
@@ -125,7 +137,7 @@ impl MysqlStore {
             relay_lock_name: relay_lock_name(db.layout.inbox_table.as_str()),
             layout: db.layout.clone(),
         };
-        store.wait_for_database(db).await?;
+        store.wait_for_database(db, plain).await?;
         let indexes = store.id_indexes().await?;
         if indexes != IdIndexes::default() {
             store.sql = Arc::new(Statements::new(&db.layout, &indexes)?);
@@ -180,7 +192,13 @@ impl MysqlStore {
 
     /// Tries to reach the database until it answers or `database.startupTimeoutMs` runs out,
     /// pausing 250 ms, doubling, at most 5 s between tries (CFG-37).
-    async fn wait_for_database(&self, db: &DatabaseConfig) -> Result<(), StoreError> {
+    /// Waits until a connection of the pool answers. `plain`: the options without TLS that
+    /// `ssl-mode: preferred` falls back to when the server offers no TLS.
+    async fn wait_for_database(
+        &mut self,
+        db: &DatabaseConfig,
+        mut plain: Option<OptsBuilder>,
+    ) -> Result<(), StoreError> {
         let deadline = Instant::now() + Duration::from_millis(db.startup_timeout_ms);
         let mut backoff = FIRST_BACKOFF;
         let mut last_reason = "no answer".to_owned();
@@ -195,6 +213,17 @@ impl MysqlStore {
             };
             match tokio::time::timeout(remaining, once).await {
                 Ok(Ok(())) => return Ok(()),
+                Ok(Err(mysql_async::Error::Driver(DriverError::NoClientSslFlagFromServer)))
+                    if plain.is_some() =>
+                {
+                    tracing::info!(host_port = %db.host_port, "the server offers no TLS; ssl-mode preferred connects without it");
+                    let tls_pool = std::mem::replace(
+                        &mut self.pool,
+                        Pool::new(plain.take().unwrap_or_default()),
+                    );
+                    let _ = tls_pool.disconnect().await;
+                    continue;
+                }
                 Ok(Err(err)) => {
                     last_reason = classify::reason(&err, &self.password);
                     tracing::debug!(host_port = %db.host_port, reason = %last_reason, "database not reachable yet");
@@ -347,24 +376,36 @@ pub(crate) fn relay_lock_name(table: &str) -> String {
     }
 }
 
+/// `ssl-mode` (config.md CFG-40) as the driver's TLS options; `None` for `disabled`.
+/// `preferred` and `required` do not check the certificate, `verify_ca` checks the chain,
+/// `verify_identity` the chain and the host name. The trusted roots are the built-in Mozilla
+/// set plus the certificates of `ssl-ca`.
+fn ssl_opts(target: &MysqlTarget) -> Option<SslOpts> {
+    let ssl = match target.ssl_mode {
+        MysqlSslMode::Disabled => return None,
+        MysqlSslMode::Preferred | MysqlSslMode::Required => SslOpts::default()
+            .with_danger_accept_invalid_certs(true)
+            .with_danger_skip_domain_validation(true),
+        MysqlSslMode::VerifyCa => SslOpts::default().with_danger_skip_domain_validation(true),
+        MysqlSslMode::VerifyIdentity => SslOpts::default(),
+    };
+    Some(match &target.ssl_ca {
+        Some(ca) => ssl.with_root_certs(vec![PathBuf::from(ca).into()]),
+        None => ssl,
+    })
+}
+
 fn mysql_target(db: &DatabaseConfig) -> Result<&MysqlTarget, StoreError> {
     match &db.target {
-        DatabaseTarget::Mysql(target) => match target.ssl_mode {
-            MysqlSslMode::Disabled | MysqlSslMode::Preferred => Ok(target),
-            MysqlSslMode::Required | MysqlSslMode::VerifyCa | MysqlSslMode::VerifyIdentity => {
-                Err(StoreError::BadTarget {
-                    reason: "this build of QueueBox connects to MySQL without TLS; use ssl-mode disabled or preferred (see docs/mysql.md)".to_owned(),
-                })
-            }
-        },
-        DatabaseTarget::Postgres(_) | DatabaseTarget::Sqlite(_) | DatabaseTarget::Sqlserver { .. } => {
-            Err(StoreError::BadTarget {
-                reason: format!(
-                    "the MySQL store cannot open a database of type {}",
-                    db.db_type.as_str()
-                ),
-            })
-        }
+        DatabaseTarget::Mysql(target) => Ok(target),
+        DatabaseTarget::Postgres(_)
+        | DatabaseTarget::Sqlite(_)
+        | DatabaseTarget::Sqlserver { .. } => Err(StoreError::BadTarget {
+            reason: format!(
+                "the MySQL store cannot open a database of type {}",
+                db.db_type.as_str()
+            ),
+        }),
     }
 }
 
