@@ -54,11 +54,16 @@ natspy() { "$python" crates/queuebox-nats/tests/support/nats_client.py "$nats_ur
 stream_messages() { natspy stream-info "$1" | sed -nE 's/.*"messages": ([0-9]+).*/\1/p'; }
 
 say "building the release binaries"
-cargo build --release --quiet -p queuebox -p queuebox-bench \
+# QUEUEBOX_BENCH_PROFILE=debug: a quick check of the script itself with the debug build (never
+# for figures).
+profile="${QUEUEBOX_BENCH_PROFILE:-release}"
+profile_flag=(--release)
+[[ "$profile" == release ]] || profile_flag=()
+cargo build "${profile_flag[@]}" --quiet -p queuebox -p queuebox-bench \
     --bin queuebox --bin qb-nats-floor --bin qb-sql-floor
 work="$(mktemp -d /tmp/qb-nats-bench-XXXX)"
 # Copies: other builds in a shared target directory may overwrite the originals meanwhile.
-cp "$target/release/queuebox" "$target/release/qb-nats-floor" "$target/release/qb-sql-floor" "$work/"
+cp "$target/$profile/queuebox" "$target/$profile/qb-nats-floor" "$target/$profile/qb-sql-floor" "$work/"
 qb="$work/queuebox" floor="$work/qb-nats-floor" sqlfloor="$work/qb-sql-floor"
 export QUEUEBOX_BENCH_NATS_URL="$nats_url"
 
@@ -79,9 +84,13 @@ rate() { awk -v n="$1" -v s="$2" 'BEGIN { printf "%d", n / s }'; }
 mb() { awk -v kb="$1" 'BEGIN { printf "%.1f", kb * 1024 / 1e6 }'; }
 rss() { awk -v k="$2" '$1 == k":" { print $2 }' "/proc/$1/status"; }
 
+# QueueBox refuses unknown QUEUEBOX_* variables: it runs without the bench's own.
+# (`env` replaces itself with QueueBox, so `$!` below is QueueBox's own pid.)
+read -ra bench_unset <<<"$(compgen -e | grep '^QUEUEBOX_BENCH_' | sed 's/^/-u /' | tr '\n' ' ')"
+qbx() { env "${bench_unset[@]}" "$qb" "$@"; }
 # Starts QueueBox with config $1, logging to $2; waits for "QueueBox started"; sets qb_pid.
 start_qb() {
-    "$qb" run --config "$1" 2>"$2" >/dev/null &
+    env "${bench_unset[@]}" "$qb" run --config "$1" 2>"$2" >/dev/null &
     qb_pid=$!
     for _ in $(seq 1 300); do
         grep -q '"QueueBox started"' "$2" && return 0
@@ -108,7 +117,7 @@ new_schema qb_bench_pgbench
 psql "$(schema_url qb_bench_pgbench)" -qX -c "CREATE TABLE t (k text PRIMARY KEY, payload jsonb NOT NULL)"
 echo "INSERT INTO t VALUES (md5(random()::text || clock_timestamp()::text), '{\"id\":1}') ON CONFLICT DO NOTHING;" >"$work/insert.sql"
 l2="$(load)"
-pgbench_out="$(PGOPTIONS='-c search_path=qb_bench_pgbench' "$pgbench" -n -q -c "$batch" -j 2 -T 15 -f "$work/insert.sql" "$pg_url" 2>&1)"
+pgbench_out="$(PGOPTIONS='-c search_path=qb_bench_pgbench' "$pgbench" -n -c "$batch" -j 2 -T 15 -f "$work/insert.sql" "$pg_url" 2>&1)"
 l3="$(load)"
 pgbench_tps="$(sed -nE 's/^tps = ([0-9.]+).*/\1/p' <<<"$pgbench_out" | head -1 | cut -d. -f1)"
 psql_q "DROP SCHEMA qb_bench_pgbench CASCADE" >/dev/null
@@ -197,7 +206,7 @@ YAML
 
 say "delivery 5: SQL floor"
 new_schema qb_bench_delivery
-"$qb" migrate --config "$work/delivery.yml" >/dev/null 2>&1
+qbx migrate --config "$work/delivery.yml" >/dev/null 2>&1
 fill_outbox qb_bench_delivery
 l8="$(load)"
 sql_floor="$("$sqlfloor" --config "$work/delivery.yml")"

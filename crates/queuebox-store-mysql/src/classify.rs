@@ -47,7 +47,7 @@ pub(crate) fn kind(err: &Error) -> StoreErrorKind {
 
 /// A failed try at start as a retry or a refusal (issue 14 item 1). Access denied (1045, and
 /// 1698 for a socket-authenticated account), no access to the database (1044), an unknown
-/// database (1049), a server that requires TLS (3159: this build has no TLS client) and an
+/// database (1049), a server that requires TLS of a connection without it (3159) and an
 /// authentication method the driver cannot speak (1251) do not change by waiting; a refused or
 /// lost connection, or a server still starting, does.
 pub(crate) fn attempt(err: &Error, reason: String, user: &str, database: &str) -> Attempt {
@@ -62,7 +62,7 @@ pub(crate) fn attempt(err: &Error, reason: String, user: &str, database: &str) -
         1049 => format!(
             "Create the database (CREATE DATABASE `{database}`), or fix its name in database.url."
         ),
-        3159 => "The server requires TLS, which this build's MySQL client does not speak; allow this account without TLS (REQUIRE NONE).".to_owned(),
+        3159 => "The server requires TLS for this account: set ssl-mode=required (or verify_ca / verify_identity) in database.url.".to_owned(),
         1251 => "Give the account an authentication method the client supports (caching_sha2_password or mysql_native_password).".to_owned(),
         _ => return Attempt::Retry(reason),
     };

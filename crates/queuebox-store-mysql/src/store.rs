@@ -3,12 +3,15 @@
 //! every connection (SCH-8), the statement helpers the parts share, and the `SchemaStore` and
 //! umbrella `Store` implementations.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
-use mysql_async::{Conn, OptsBuilder, Pool, PoolConstraints, PoolOpts, Row, TxOpts, Value};
+use mysql_async::{
+    Conn, DriverError, OptsBuilder, Pool, PoolConstraints, PoolOpts, Row, SslOpts, TxOpts, Value,
+};
 use queuebox_core::database::{DatabaseConfig, DatabaseTarget, MysqlSslMode, MysqlTarget};
 use queuebox_core::{Secret, TableLayout};
 use queuebox_store::{
@@ -69,6 +72,14 @@ impl std::fmt::Debug for MysqlStore {
     }
 }
 
+/// What one try of the start-up wait found.
+enum Reached {
+    /// The server answered and its version is supported.
+    Answered,
+    /// The server answered without offering TLS, which `ssl-mode: preferred` falls back from.
+    OffersNoTls,
+}
+
 impl MysqlStore {
     /// Opens the pool and waits for the database up to `database.startupTimeoutMs`
     /// (operations.md OPS-24 step 8). Fails with [`StoreError::NotReachable`] naming only the
@@ -111,6 +122,15 @@ impl MysqlStore {
             .stmt_cache_size(STATEMENT_CACHE)
             .init(init)
             .pool_opts(pool_opts);
+        let ssl = ssl_opts(target);
+        if ssl.is_some() {
+            // mysql_async's rustls connector takes the process's provider; rustls is built with
+            // more than one here, so one must be chosen. Another part may have chosen first.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+        // CFG-40 `preferred`: TLS when the server offers it, else without.
+        let plain = (target.ssl_mode == MysqlSslMode::Preferred).then(|| opts.clone());
+        let opts = opts.ssl_opts(ssl);
         let mut store = Self {
             pool: Pool::new(opts),
             sql,
@@ -121,7 +141,7 @@ impl MysqlStore {
             relay_lock_name: relay_lock_name(db.layout.inbox_table.as_str()),
             layout: db.layout.clone(),
         };
-        store.wait_for_database(db).await?;
+        store.wait_for_database(db, plain).await?;
         let indexes = store.id_indexes().await?;
         if indexes != IdIndexes::default() {
             store.sql = Arc::new(Statements::new(&db.layout, &indexes)?);
@@ -176,30 +196,54 @@ impl MysqlStore {
 
     /// Tries to reach the database until it answers or `database.startupTimeoutMs` runs out,
     /// pausing 250 ms, doubling, at most 5 s between tries (CFG-37). A permanent refusal (access
-    /// denied, an unknown database, TLS required, a server too old) stops the wait at once
-    /// (issue 14 item 1).
-    async fn wait_for_database(&self, db: &DatabaseConfig) -> Result<(), StoreError> {
+    /// denied, an unknown database, a server too old) stops the wait at once (issue 14 item 1).
+    /// `plain`: the options without TLS that `ssl-mode: preferred` falls back to when the server
+    /// offers no TLS (CFG-40); the wait then starts again on a pool of those.
+    async fn wait_for_database(
+        &mut self,
+        db: &DatabaseConfig,
+        mut plain: Option<OptsBuilder>,
+    ) -> Result<(), StoreError> {
         let (user, database) = match &db.target {
             DatabaseTarget::Mysql(target) => (target.user.clone(), target.database.clone()),
             _ => (String::new(), String::new()),
         };
-        queuebox_store::wait_for_database(&db.host_port, db.startup_timeout_ms, || async {
-            let once = async {
-                let mut conn = self.pool.get_conn().await?;
-                conn.query_first::<String, _>(&self.sql.server_version.sql)
-                    .await
-            };
-            match once.await {
-                Ok(version) => classify::check_version(version.as_deref().unwrap_or("")),
-                Err(err) => Err(classify::attempt(
-                    &err,
-                    classify::reason(&err, &self.password),
-                    &user,
-                    &database,
-                )),
+        loop {
+            let may_fall_back = plain.is_some();
+            let answer = queuebox_store::wait_for_database(&db.host_port, db.startup_timeout_ms, || async {
+                let once = async {
+                    let mut conn = self.pool.get_conn().await?;
+                    conn.query_first::<String, _>(&self.sql.server_version.sql)
+                        .await
+                };
+                match once.await {
+                    Ok(version) => {
+                        classify::check_version(version.as_deref().unwrap_or(""))
+                            .map(|()| Reached::Answered)
+                    }
+                    Err(mysql_async::Error::Driver(DriverError::NoClientSslFlagFromServer))
+                        if may_fall_back =>
+                    {
+                        Ok(Reached::OffersNoTls)
+                    }
+                    Err(err) => Err(classify::attempt(
+                        &err,
+                        classify::reason(&err, &self.password),
+                        &user,
+                        &database,
+                    )),
+                }
+            })
+            .await?;
+            match (answer, plain.take()) {
+                (Reached::OffersNoTls, Some(opts)) => {
+                    tracing::info!(host_port = %db.host_port, "the server offers no TLS; ssl-mode preferred connects without it");
+                    let tls_pool = std::mem::replace(&mut self.pool, Pool::new(opts));
+                    let _ = tls_pool.disconnect().await;
+                }
+                _ => return Ok(()),
             }
-        })
-        .await
+        }
     }
 
     /// A driver error as the store error of its kind, redacted.
@@ -337,24 +381,36 @@ pub(crate) fn relay_lock_name(table: &str) -> String {
     }
 }
 
+/// `ssl-mode` (config.md CFG-40) as the driver's TLS options; `None` for `disabled`.
+/// `preferred` and `required` do not check the certificate, `verify_ca` checks the chain,
+/// `verify_identity` the chain and the host name. The trusted roots are the built-in Mozilla
+/// set plus the certificates of `ssl-ca`.
+fn ssl_opts(target: &MysqlTarget) -> Option<SslOpts> {
+    let ssl = match target.ssl_mode {
+        MysqlSslMode::Disabled => return None,
+        MysqlSslMode::Preferred | MysqlSslMode::Required => SslOpts::default()
+            .with_danger_accept_invalid_certs(true)
+            .with_danger_skip_domain_validation(true),
+        MysqlSslMode::VerifyCa => SslOpts::default().with_danger_skip_domain_validation(true),
+        MysqlSslMode::VerifyIdentity => SslOpts::default(),
+    };
+    Some(match &target.ssl_ca {
+        Some(ca) => ssl.with_root_certs(vec![PathBuf::from(ca).into()]),
+        None => ssl,
+    })
+}
+
 fn mysql_target(db: &DatabaseConfig) -> Result<&MysqlTarget, StoreError> {
     match &db.target {
-        DatabaseTarget::Mysql(target) => match target.ssl_mode {
-            MysqlSslMode::Disabled | MysqlSslMode::Preferred => Ok(target),
-            MysqlSslMode::Required | MysqlSslMode::VerifyCa | MysqlSslMode::VerifyIdentity => {
-                Err(StoreError::BadTarget {
-                    reason: "this build of QueueBox connects to MySQL without TLS; use ssl-mode disabled or preferred (see docs/mysql.md)".to_owned(),
-                })
-            }
-        },
-        DatabaseTarget::Postgres(_) | DatabaseTarget::Sqlite(_) | DatabaseTarget::Sqlserver { .. } => {
-            Err(StoreError::BadTarget {
-                reason: format!(
-                    "the MySQL store cannot open a database of type {}",
-                    db.db_type.as_str()
-                ),
-            })
-        }
+        DatabaseTarget::Mysql(target) => Ok(target),
+        DatabaseTarget::Postgres(_)
+        | DatabaseTarget::Sqlite(_)
+        | DatabaseTarget::Sqlserver { .. } => Err(StoreError::BadTarget {
+            reason: format!(
+                "the MySQL store cannot open a database of type {}",
+                db.db_type.as_str()
+            ),
+        }),
     }
 }
 

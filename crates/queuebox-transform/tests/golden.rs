@@ -218,13 +218,13 @@ fn golden_normalize_ignores_layout_only() {
     );
 }
 
+/// Whether an expression uses a construct.
+type Uses = fn(&str) -> bool;
+
 /// TRF-2: the golden tests pin the behaviour of every construct the documentation and examples
 /// use, the list of TRF-42: each construct has at least one case with an expected JSON result
 /// (not a failure), so an engine change that alters what it gives fails
 /// `trf_42_every_golden_case_gives_its_expected_result`.
-/// A construct of TRF-42 and the test that tells whether an expression uses it.
-type Construct = (&'static str, fn(&str) -> bool);
-
 #[test]
 fn trf_2_every_construct_of_trf_42_is_pinned_by_a_golden_result() {
     let pinned: Vec<String> = cases()
@@ -232,7 +232,7 @@ fn trf_2_every_construct_of_trf_42_is_pinned_by_a_golden_result() {
         .filter(|c| c["expected"].get("failure").is_none())
         .map(|c| c["expression"].as_str().unwrap().to_owned())
         .collect();
-    let constructs: &[Construct] = &[
+    let constructs: &[(&str, Uses)] = &[
         ("paths", |e| e.contains('.') && !e.contains('$')),
         ("predicates", |e| {
             e.contains("[") && (e.contains('>') || e.contains('<') || e.contains('='))

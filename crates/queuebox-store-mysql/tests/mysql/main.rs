@@ -6,3 +6,4 @@ mod conformance;
 mod conformance_hooks;
 mod errors;
 mod support;
+mod tls;
