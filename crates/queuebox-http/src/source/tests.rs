@@ -126,11 +126,7 @@ async fn inb_76_log_lines_name_source_and_correlation_never_values() {
     let stop = CancellationToken::new();
     let _writer = stop.clone().drop_guard();
     tokio::spawn(writer.run(stop));
-    let routes = source_routes(
-        vec![route],
-        HttpSourceSettings::new(1024),
-        Arc::new(intake),
-    );
+    let routes = source_routes(vec![route], HttpSourceSettings::new(1024), Arc::new(intake));
     let router = routes.router;
     let auth = ("authorization", "Bearer sekret-token");
     assert_eq!(

@@ -213,11 +213,7 @@ pub async fn serve(sources: Vec<Source>) -> Harness {
     };
     let stop = CancellationToken::new();
     tokio::spawn(writer.run(stop.clone()));
-    let routes = source_routes(
-        routes,
-        HttpSourceSettings::new(MAX_BODY),
-        Arc::new(intake),
-    );
+    let routes = source_routes(routes, HttpSourceSettings::new(MAX_BODY), Arc::new(intake));
     let mut settings = ServerSettings::new(0, None);
     settings.bind_address = IpAddr::V4(Ipv4Addr::LOCALHOST);
     settings.max_body_bytes = Some(MAX_BODY);
