@@ -261,9 +261,11 @@ class Producer:
                 uid = f"r{i}"
                 payload = json.dumps({"kind": "row", "uid": uid, "k": key, "n": i})
                 key_sql = "NULL" if key is None else f"'{key}'"
-                values.append(f"('chaos.row', {key_sql}, '{payload}'::jsonb)")
+                values.append(f"('chaos.row', {key_sql}, '{payload}'::jsonb, 1000)")
                 entries.append((uid, key, i))
-            sql = "INSERT INTO outbox (topic, key, payload) VALUES " + ", ".join(values)
+            # 1000 attempts: with 10 % failures the column default of 5 lets about one row in
+            # 100,000 go dead, which is not what this test looks for.
+            sql = "INSERT INTO outbox (topic, key, payload, max_attempts) VALUES " + ", ".join(values)
             while True:
                 try:
                     self.pg.psql(sql, timeout=20)
