@@ -135,7 +135,11 @@ class Receiver:
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                pass  # a sender killed mid-request resets its connection: expected here
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
@@ -243,12 +247,13 @@ class Producer:
         self.acked = {}  # webhook id -> (aggregate, n)
         self.insert_failures = 0
         self.post_failures = 0
-        self.done = threading.Event()
+        self.stop = threading.Event()
 
     def insert_rows(self, rate_per_s):
         n = 0
-        batch = 50
-        while n < self.rows:
+        batch = max(50, min(500, int(rate_per_s // 2)))
+        started = time.time()
+        while n < self.rows and not self.stop.is_set():
             size = min(batch, self.rows - n)
             values, entries = [], []
             for i in range(n, n + size):
@@ -256,9 +261,11 @@ class Producer:
                 uid = f"r{i}"
                 payload = json.dumps({"kind": "row", "uid": uid, "k": key, "n": i})
                 key_sql = "NULL" if key is None else f"'{key}'"
-                values.append(f"('chaos.row', {key_sql}, '{payload}'::jsonb)")
+                values.append(f"('chaos.row', {key_sql}, '{payload}'::jsonb, 1000)")
                 entries.append((uid, key, i))
-            sql = "INSERT INTO outbox (topic, key, payload) VALUES " + ", ".join(values)
+            # 1000 attempts: with 10 % failures the column default of 5 lets about one row in
+            # 100,000 go dead, which is not what this test looks for.
+            sql = "INSERT INTO outbox (topic, key, payload, max_attempts) VALUES " + ", ".join(values)
             while True:
                 try:
                     self.pg.psql(sql, timeout=20)
@@ -279,10 +286,16 @@ class Producer:
             for uid, key, i in entries:
                 self.committed[uid] = (key, i)
             n += size
-            time.sleep(size / rate_per_s)
+            # Paced on a timeline: a slow insert (a fault, a loaded machine) is caught up on.
+            ahead = started + n / rate_per_s - time.time()
+            if ahead > 0:
+                time.sleep(ahead)
 
     def post_webhooks(self, rate_per_s):
+        started = time.time()
         for i in range(self.webhooks):
+            if self.stop.is_set():
+                break
             agg = f"a{self.rng.randrange(self.keys)}"
             hook_id = f"w{i}"
             body = json.dumps({"kind": "hook", "id": hook_id, "agg": agg, "n": i}).encode()
@@ -304,7 +317,9 @@ class Producer:
                     pass
                 self.post_failures += 1
                 time.sleep(0.2)
-            time.sleep(1 / rate_per_s)
+            ahead = started + (i + 1) / rate_per_s - time.time()
+            if ahead > 0:
+                time.sleep(ahead)
 
 
 def faults(pg, replicas, lease_ms, until, rng, events):
@@ -386,6 +401,14 @@ def ledger(pg, receiver, producer):
     stuck_outbox = int(pg.psql("SELECT count(*) FROM outbox WHERE state = 'processing'").stdout)
     stuck_inbox = int(pg.psql("SELECT count(*) FROM inbox WHERE state = 'processing'").stdout)
     dead = int(pg.psql("SELECT count(*) FROM outbox WHERE state = 'dead'").stdout)
+    dead_examples = pg.psql(
+        "SELECT coalesce(payload->>'uid', payload->>'id') || ': ' || coalesce(last_error, '') "
+        "FROM outbox WHERE state = 'dead' LIMIT 5"
+    ).stdout.splitlines()
+    stuck_examples = pg.psql(
+        "SELECT coalesce(payload->>'uid', payload->>'id') || ' attempt ' || attempt || ' ' || "
+        "coalesce(last_error, '') FROM outbox WHERE state IN ('pending', 'processing') LIMIT 5"
+    ).stdout.splitlines()
     sent = len(producer.committed) + len(producer.acked)
     delivered = len(rows_seen) + len(hooks_seen)
     duplicates = sum(c - 1 for c in rows_seen.values()) + sum(c - 1 for c in hooks_seen.values())
@@ -405,6 +428,8 @@ def ledger(pg, receiver, producer):
         "stuck_processing_outbox": stuck_outbox,
         "stuck_processing_inbox": stuck_inbox,
         "dead_outbox_rows": dead,
+        "dead_examples": dead_examples,
+        "open_outbox_examples": stuck_examples,
         "receiver_requests": receiver.requests,
         "insert_retries": producer.insert_failures,
         "webhook_post_retries": producer.post_failures,
@@ -451,6 +476,7 @@ def main():
     os.chmod(root, 0o755)
     pg = PrivatePostgres(root)
     replicas = []
+    ok_run = [False]  # the folder is kept for a look when the run failed
     try:
         pg.start()
         pg.psql("CREATE DATABASE chaos", db="postgres")
@@ -477,9 +503,14 @@ def main():
             t.start()
         events = []
         faults(pg, replicas, args.lease_ms, until, random.Random(args.seed + 2), events)
+        # The producer gets a minute after the faults; then it stops, and what it did not
+        # produce counts as unfinished (a failure: the run did not do what was asked).
         for t in threads:
-            t.join(timeout=max(0, until + 120 - time.time()))
-        producing = any(t.is_alive() for t in threads)
+            t.join(timeout=max(0, until + 60 - time.time()))
+        producer.stop.set()
+        for t in threads:
+            t.join()
+        producing = len(producer.committed) < args.rows or len(producer.acked) < args.webhooks
         for replica in replicas:
             replica.sigcont()
             if not replica.running():
@@ -506,13 +537,16 @@ def main():
                 log(f"replica {replica.index} log tail:")
                 with open(replica.logfile, errors="replace") as f:
                     print("".join(f.readlines()[-20:]))
+        ok_run[0] = ok
+        if not ok:
+            log(f"the run's folder is kept: {root}")
         print(f"chaos: {1 if ok else 0} passed, {0 if ok else 1} failed")
         return 0 if ok else 1
     finally:
         for replica in replicas:
             replica.terminate()
         pg.stop("fast")
-        if os.environ.get("CHAOS_KEEP") != "1":
+        if os.environ.get("CHAOS_KEEP") != "1" and ok_run[0]:
             shutil.rmtree(root, ignore_errors=True)
 
 

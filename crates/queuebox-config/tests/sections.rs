@@ -197,7 +197,10 @@ fn cfg_47_inbox_base_path_rules() {
 fn inbox_intake_bounds_default_and_rules() {
     // Issue 17 defects 5 and 7: the bytes held by HTTP requests and the storage wait.
     let i = ok(DB).config.inbox;
-    assert_eq!((i.max_pending_bytes, i.storage_wait_ms), (67_108_864, 10_000));
+    assert_eq!(
+        (i.max_pending_bytes, i.storage_wait_ms),
+        (67_108_864, 10_000)
+    );
     let i = ok(&with_db(
         "inbox:\n  maxPendingBytes: 2097152\n  storageWaitMs: 250\n",
     ))
@@ -205,7 +208,9 @@ fn inbox_intake_bounds_default_and_rules() {
     .inbox;
     assert_eq!((i.max_pending_bytes, i.storage_wait_ms), (2_097_152, 250));
     assert_eq!(
-        errors(&with_db("inbox:\n  maxBodyBytes: 1000\n  maxPendingBytes: 999\n")),
+        errors(&with_db(
+            "inbox:\n  maxBodyBytes: 1000\n  maxPendingBytes: 999\n"
+        )),
         ["- inbox.maxPendingBytes: must be at least inbox.maxBodyBytes (1000), got 999"]
     );
     assert_eq!(

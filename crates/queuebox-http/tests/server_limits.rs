@@ -66,11 +66,41 @@ async fn ops_6_more_than_16384_bytes_of_head_is_431() {
 
 #[tokio::test]
 async fn ops_6_a_grossly_oversized_head_is_cut_off_with_431() {
-    // Beyond twice the limit hyper refuses the head itself (without the JSON body).
+    // Beyond twice the limit hyper refuses the head itself; the answer still has the JSON
+    // body (issue 17 defect 7).
     let server = plain(vec![]).await;
     let answer = raw(server.data_addr(), &of_size(40_000)).await;
-    let (status, _) = status_and_body(&answer);
+    let (status, body) = status_and_body(&answer);
     assert_eq!(status, 431, "{answer}");
+    assert!(has_header(&answer, "content-type"), "{answer}");
+    assert_eq!(body, TOO_LARGE);
+}
+
+/// Issue 17 defect 7: what hyper refuses before any route runs (bad framing, a bad header
+/// line, a bad method or version) comes with the JSON error body and closes the connection.
+#[tokio::test]
+async fn a_head_hyper_cannot_parse_gets_400_with_the_json_error_body() {
+    let server = plain(vec![]).await;
+    let addr = server.data_addr();
+    for request in [
+        &b"GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n"[..],
+        b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 7\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n",
+        b"G\x01T / HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET / HTTP/9.9\r\nHost: x\r\n\r\n",
+    ] {
+        let answer = raw(addr, request).await;
+        let (status, body) = status_and_body(&answer);
+        assert_eq!(status, 400, "{request:?}: {answer}");
+        assert!(
+            answer.contains("content-type: application/json\r\n"),
+            "{request:?}: {answer}"
+        );
+        assert_eq!(body, r#"{"error":"Bad request"}"#, "{request:?}");
+    }
+    // A good request on the same server is untouched.
+    let (status, body) = status_and_body(&raw(addr, &with_headers(3)).await);
+    assert_eq!((status, body.as_str()), (200, "QueueBox is running!"));
 }
 
 #[tokio::test]

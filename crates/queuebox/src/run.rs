@@ -346,7 +346,9 @@ fn database_check(
     let store = store.clone();
     ReadinessComponent::new("database", move || {
         let store = store.clone();
-        let stuck = intake.waiting_for().is_some_and(|waited| waited > storage_wait);
+        let stuck = intake
+            .waiting_for()
+            .is_some_and(|waited| waited > storage_wait);
         async move {
             if stuck {
                 return Err(ComponentDown::Stuck);

@@ -165,9 +165,15 @@ async fn issue_17_intake_memory_and_storage_wait_are_bounded_while_the_database_
     assert_eq!(timed_out.len(), PENDING / BODY, "{outcomes:#?}");
     assert_eq!(overloaded.len(), SENDERS - PENDING / BODY, "{outcomes:#?}");
     for (id, outcome) in &overloaded {
-        assert!(outcome.before_body, "m{id} was refused on its declared length");
+        assert!(
+            outcome.before_body,
+            "m{id} was refused on its declared length"
+        );
         assert_eq!(outcome.retry_after.as_deref(), Some("1"));
-        assert!(outcome.took < Duration::from_millis(1000), "m{id}: {outcome:?}");
+        assert!(
+            outcome.took < Duration::from_millis(1000),
+            "m{id}: {outcome:?}"
+        );
     }
     for (id, outcome) in &timed_out {
         assert!(!outcome.before_body);

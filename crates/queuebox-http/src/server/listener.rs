@@ -15,6 +15,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, sleep, timeout};
 
 use super::HttpLimits;
+use super::refusal_io::RefusalShaping;
 use super::respond::raw_request_timeout;
 use super::service::{PortService, PortState};
 
@@ -190,6 +191,8 @@ async fn serve_connection(
     mut stop: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
+    // hyper's own refusals of a head it cannot parse get the JSON error body (issue 17).
+    let stream = RefusalShaping::new(stream);
     let mut connection = http.serve_connection(TokioIo::new(stream), service);
     let mut closing = false;
     // Polled without hyper's own shutdown so the socket stays ours when hyper gives up on a

@@ -34,6 +34,7 @@ mod body;
 mod handle;
 mod health;
 mod listener;
+mod refusal_io;
 pub(crate) mod respond;
 mod routes;
 mod service;

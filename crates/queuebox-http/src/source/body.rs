@@ -75,7 +75,11 @@ mod tests {
             mut self: Pin<&mut Self>,
             _: &mut Context<'_>,
         ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
-            Poll::Ready(self.0.pop_front().map(|chunk| Ok(Frame::data(Bytes::from(chunk)))))
+            Poll::Ready(
+                self.0
+                    .pop_front()
+                    .map(|chunk| Ok(Frame::data(Bytes::from(chunk)))),
+            )
         }
     }
 

@@ -107,6 +107,12 @@ impl SourceRoutes {
     pub fn paths(&self) -> &[String] {
         &self.paths
     }
+
+    /// The routes as a bare router, without the data port's server in front (the fuzz targets
+    /// call it directly).
+    pub fn into_router(self) -> Router {
+        self.router
+    }
 }
 
 /// One `POST` route per source (INB-5): exact path, query string ignored, no other method

@@ -73,6 +73,7 @@ impl Answer {
             Self::ShuttingDown => RefusalReason::ShuttingDown,
             Self::Overloaded => RefusalReason::Overloaded,
             Self::StorageTimeout { .. } => RefusalReason::StorageTimeout,
+            Self::InvalidTopic(_) => RefusalReason::InvalidTopic,
         })
     }
 

@@ -25,7 +25,9 @@ pub(crate) async fn stored_within(
     let deadline = Instant::now() + wait;
     // Dropping the submission while it waits for room in the writer's queue withdraws the
     // message: it never got its place in the order, so nothing of it is stored.
-    let mut receipt = timeout_at(deadline, intake.submit(message, ())).await.ok()?;
+    let mut receipt = timeout_at(deadline, intake.submit(message, ()))
+        .await
+        .ok()?;
     match timeout_at(deadline, &mut receipt).await {
         Ok(settled) => Some(settled.outcome),
         Err(_) => {

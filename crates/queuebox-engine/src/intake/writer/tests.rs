@@ -317,7 +317,10 @@ async fn store_wait_tells_how_long_a_batch_has_waited_for_the_store() {
     let task = tokio::spawn(writer.run(cancel.clone()));
     assert_eq!(wait.waiting_for(), None, "idle: no wait");
     let stored = send_all(&handle, ["k0".to_owned()]);
-    wait_until("the gated batch", || store.batches.lock().unwrap().len() == 1).await;
+    wait_until("the gated batch", || {
+        store.batches.lock().unwrap().len() == 1
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(60)).await;
     let waited = wait.waiting_for().expect("a batch is with the store");
     assert!(waited >= Duration::from_millis(50), "{waited:?}");

@@ -1,0 +1,4 @@
+//! cargo-fuzz target `template`: see queuebox_fuzz::template.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| queuebox_fuzz::template(data));
