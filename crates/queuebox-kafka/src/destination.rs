@@ -291,7 +291,8 @@ fn field_value(message: &OutgoingMessage, field: &TemplateField) -> Option<Strin
         TemplateField::Key => message.key.clone().filter(|k| !k.is_empty()),
         TemplateField::AggregateType => message.aggregate_type.clone().filter(|a| !a.is_empty()),
         TemplateField::Payload(path) => {
-            let payload: serde_json::Value = serde_json::from_str(message.template_payload()).ok()?;
+            let payload: serde_json::Value =
+                serde_json::from_str(message.template_payload()).ok()?;
             payload_field(&payload, path)
         }
         // Not a destination field: the config crate refuses it at start.

@@ -210,31 +210,30 @@ impl MysqlStore {
         };
         loop {
             let may_fall_back = plain.is_some();
-            let answer = queuebox_store::wait_for_database(&db.host_port, db.startup_timeout_ms, || async {
-                let once = async {
-                    let mut conn = self.pool.get_conn().await?;
-                    conn.query_first::<String, _>(&self.sql.server_version.sql)
-                        .await
-                };
-                match once.await {
-                    Ok(version) => {
-                        classify::check_version(version.as_deref().unwrap_or(""))
-                            .map(|()| Reached::Answered)
+            let answer =
+                queuebox_store::wait_for_database(&db.host_port, db.startup_timeout_ms, || async {
+                    let once = async {
+                        let mut conn = self.pool.get_conn().await?;
+                        conn.query_first::<String, _>(&self.sql.server_version.sql)
+                            .await
+                    };
+                    match once.await {
+                        Ok(version) => classify::check_version(version.as_deref().unwrap_or(""))
+                            .map(|()| Reached::Answered),
+                        Err(mysql_async::Error::Driver(DriverError::NoClientSslFlagFromServer))
+                            if may_fall_back =>
+                        {
+                            Ok(Reached::OffersNoTls)
+                        }
+                        Err(err) => Err(classify::attempt(
+                            &err,
+                            classify::reason(&err, &self.password),
+                            &user,
+                            &database,
+                        )),
                     }
-                    Err(mysql_async::Error::Driver(DriverError::NoClientSslFlagFromServer))
-                        if may_fall_back =>
-                    {
-                        Ok(Reached::OffersNoTls)
-                    }
-                    Err(err) => Err(classify::attempt(
-                        &err,
-                        classify::reason(&err, &self.password),
-                        &user,
-                        &database,
-                    )),
-                }
-            })
-            .await?;
+                })
+                .await?;
             match (answer, plain.take()) {
                 (Reached::OffersNoTls, Some(opts)) => {
                     tracing::info!(host_port = %db.host_port, "the server offers no TLS; ssl-mode preferred connects without it");

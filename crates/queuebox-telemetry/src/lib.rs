@@ -22,8 +22,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use catalogue::*;
 pub use handles::{Clock, CounterHandle, GaugeHandle, SystemClock};
 pub use labels::{
-    DestinationType, HeldReason, InboxStatus, OutboxStatus, PoolState, PublishOutcome, RefusalReason,
-    RejectionReason, StatusClass, Table, TransformStrategy,
+    DestinationType, HeldReason, InboxStatus, OutboxStatus, PoolState, PublishOutcome,
+    RefusalReason, RejectionReason, StatusClass, Table, TransformStrategy,
 };
 pub use render::CONTENT_TYPE;
 pub use summary::SummaryHandle;
