@@ -193,6 +193,7 @@ fn issue_14_14_queuebox_check_accepts_every_example() {
         "webhooks-to-rabbitmq.yml",
         "outbox-to-webhook.yml",
         "outbox-to-nats.yml",
+        "outbox-to-kafka.yml",
         "pull-workers.yml",
         "quickstart.yml",
     ] {

@@ -428,3 +428,121 @@ async fn issue_14_7_an_empty_outbox_topic_is_refused_by_the_insert() {
         .unwrap_err();
     assert!(err.to_string().contains("ck_outbox_topic"), "{err}");
 }
+
+/// A PostgreSQL server of this test's own (initdb into a temp folder, its own port) that asks
+/// for a password (scram-sha-256) and has TLS off: the shared server trusts every login on
+/// loopback and speaks TLS, so neither refusal below can be seen there. Stopped on drop.
+struct PasswordServer {
+    dir: std::path::PathBuf,
+    port: u16,
+}
+
+impl PasswordServer {
+    const PASSWORD: &'static str = "right-password";
+
+    fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let dir = std::env::temp_dir().join(format!("qb-fh-pg-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("pw"), Self::PASSWORD).unwrap();
+        // initdb refuses to run as root: the server runs as the postgres user.
+        let as_postgres = |program: &str, args: &[&str]| {
+            let status = std::process::Command::new("runuser")
+                .args(["-u", "postgres", "--", program])
+                .args(args)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success(), "{program} {args:?}: {status}");
+        };
+        std::process::Command::new("chown")
+            .args(["-R", "postgres:postgres"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        let data = dir.join("data");
+        let pwfile = dir.join("pw");
+        as_postgres(
+            "/usr/lib/postgresql/15/bin/initdb",
+            &[
+                "-D",
+                data.to_str().unwrap(),
+                "-U",
+                "postgres",
+                "--auth=scram-sha-256",
+                &format!("--pwfile={}", pwfile.display()),
+            ],
+        );
+        let options = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c ssl=off",
+            dir.display()
+        );
+        as_postgres(
+            "/usr/lib/postgresql/15/bin/pg_ctl",
+            &["-D", data.to_str().unwrap(), "-o", &options, "-w", "start"],
+        );
+        Self { dir, port }
+    }
+
+    fn url(&self, password: &str, sslmode: &str) -> String {
+        format!(
+            "postgres://postgres:{password}@127.0.0.1:{}/postgres?sslmode={sslmode}",
+            self.port
+        )
+    }
+}
+
+impl Drop for PasswordServer {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("runuser")
+            .args(["-u", "postgres", "--", "/usr/lib/postgresql/15/bin/pg_ctl"])
+            .arg("-D")
+            .arg(self.dir.join("data"))
+            .args(["-m", "immediate", "stop"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Item 1, the two refusals the shared server cannot show: a wrong password, and TLS asked of a
+/// server without it. Each stops the start at once with the reason and the fix; the right
+/// password without TLS migrates, so the server itself was fine.
+#[test]
+fn issue_14_1_a_wrong_password_and_refused_tls_stop_at_once() {
+    let server = PasswordServer::start();
+    let cases = [
+        (
+            server.url("wrong-password", "disable"),
+            "Check the password: database.password, or the password in database.url.",
+        ),
+        (
+            server.url(PasswordServer::PASSWORD, "require"),
+            "Enable TLS on the server, or set sslmode=prefer or sslmode=disable in database.url.",
+        ),
+    ];
+    for (url, fix) in cases {
+        let (code, took, messages) = migrate("fh-refused-auth", &format!("  url: \"{url}\"\n"));
+        assert_eq!(code, Some(1), "{url}: {messages:?}");
+        assert!(took < Duration::from_secs(10), "{url}: took {took:?}");
+        let last = messages.last().expect("a failure line");
+        assert!(
+            last.starts_with("QueueBox could not connect to the database. Reason: ")
+                && last.ends_with(fix),
+            "{url}: {last}"
+        );
+        assert!(
+            !last.contains(PasswordServer::PASSWORD) && !last.contains("wrong-password"),
+            "no password in the line: {last}"
+        );
+    }
+    let right = server.url(PasswordServer::PASSWORD, "disable");
+    let (code, _, messages) = migrate("fh-right-auth", &format!("  url: \"{right}\"\n"));
+    assert_eq!(code, Some(0), "{messages:?}");
+}
