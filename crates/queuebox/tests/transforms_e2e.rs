@@ -649,7 +649,7 @@ async fn trf_19_trf_20_an_http_repeat_whose_transform_fails_gets_422_and_changes
 }
 
 /// TRF-38, TRF-41 ("Relay topics"): a push source whose topic renders `{{ eventType }}` sends a
-/// row without an event type to `dead` with the spec's text and writes no outbox row, while a
+/// stored row without an event type to `dead` with the spec's text and writes no outbox row, while a
 /// row with one is relayed under it; and `{{ eventType }}` with no event-type source stops
 /// `check` naming the keys of the source's kind.
 #[tokio::test(flavor = "multi_thread")]
@@ -685,10 +685,22 @@ routes:
         url = receiver.url()
     );
     let service = Service::start("trf-topic", &yaml);
+    // An HTTP push source renders the relay topic at receipt (issue 14 item 6): the webhook
+    // without a type is refused with 400 and stores nothing.
     assert_eq!(
         post(&service, "/inbox/hooks", &[], r#"{"id": "t-none"}"#).status,
-        202
+        400
     );
+    // A row the relay finds without an event type (as a broker source or an older version
+    // stores it) goes dead at the relay, as TRF-38 says.
+    schema
+        .client()
+        .batch_execute(
+            "INSERT INTO inbox (source, idempotency_key, payload, state, consumption) \
+             VALUES ('hooks', 't-none', '{\"id\": \"t-none\"}', 'pending', 'push')",
+        )
+        .await
+        .unwrap();
     assert_eq!(
         post(
             &service,

@@ -38,7 +38,7 @@ impl RouteHandler {
         let correlation = correlation::of_request(&request);
         let answer = self.process(request, &correlation).await;
         if let Some(reason) = answer.refusal_reason() {
-            self.refusals.record(reason, &answer);
+            self.refusals.record(reason, &answer, correlation.as_str());
         }
         answer.into_response(&correlation)
     }

@@ -39,11 +39,14 @@ impl Refusals {
         }
     }
 
-    pub(crate) fn record(&self, reason: RefusalReason, answer: &Answer) {
+    /// Counts the refusal and, at most once per period, logs it with the request's
+    /// correlation id (INB-76: every line about a message carries it).
+    pub(crate) fn record(&self, reason: RefusalReason, answer: &Answer, correlation_id: &str) {
         self.counters[reason as usize].inc();
         if let Some(also) = self.may_log(Instant::now()) {
             tracing::info!(
                 source = %self.source,
+                correlationId = correlation_id,
                 reason = reason.as_str(),
                 detail = %detail(answer),
                 alsoRefused = also,
@@ -101,9 +104,10 @@ mod tests {
             refusals.record(
                 RefusalReason::Unauthorized,
                 &Answer::Unauthorized("Invalid signature".into()),
+                "c-1",
             );
         }
-        refusals.record(RefusalReason::TooLarge, &Answer::TooLarge(10));
+        refusals.record(RefusalReason::TooLarge, &Answer::TooLarge(10), "c-2");
         let text = metrics.render();
         assert!(
             text.contains(
