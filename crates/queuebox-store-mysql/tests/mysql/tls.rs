@@ -188,6 +188,9 @@ async fn connect(
 /// offers none. A store that connected migrates and answers a claim, over TLS.
 #[tokio::test(flavor = "multi_thread")]
 async fn cfg_40_ssl_modes_connect_over_tls_and_verify_what_they_promise() {
+    // The admin connection below speaks TLS before any store chose the process's rustls
+    // provider (the store does it when it builds its pool); rustls is built with more than one.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let certs = std::env::temp_dir().join(format!("qb-mysql-certs-{}", std::process::id()));
     tls_material(&certs);
     let server = PrivateMariadb::start(&certs);
