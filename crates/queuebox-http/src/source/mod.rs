@@ -8,6 +8,7 @@
 //! # fn wire(
 //! #     config: &queuebox_config::Config,
 //! #     intake: std::sync::Arc<dyn queuebox_core::Intake>,
+//! #     metrics: queuebox_telemetry::Metrics,
 //! # ) -> Result<(), queuebox_http::source::SourceRouteError> {
 //! use queuebox_http::server::DataPortRoutes;
 //! use queuebox_http::source::{HttpSourceRoute, HttpSourceSettings, source_routes};
