@@ -477,18 +477,8 @@ async fn run_outbox(
                 }));
                 return report_dry_run(&bulk, n, "delete", "outbox rows");
             }
-            match store.delete_outbox_row(id).await.map_err(store_failed)? {
-                DeleteOutcome::Deleted => {
-                    log_change("outbox delete", "ids: 1 ids", None, 1);
-                    report_done(&bulk, "deleted", 1, "Deleted 1 outbox row.");
-                    Ok(())
-                }
-                DeleteOutcome::NotFound => Err(AdminError::not_found().into()),
-                DeleteOutcome::NotDeletable => Err(Failed {
-                    code: EXIT_CONFLICT,
-                    text: Some("Only sent or dead rows can be deleted.".into()),
-                }),
-            }
+            let outcome = store.delete_outbox_row(id).await.map_err(store_failed)?;
+            finish_single_delete(outcome, &bulk, "outbox", "sent or dead")
         }
         OutboxCommand::Delete {
             id: None,
@@ -622,18 +612,8 @@ async fn run_inbox(store: &dyn Store, command: InboxCommand) -> Result<(), Faile
                 }));
                 return report_dry_run(&bulk, n, "delete", "inbox rows");
             }
-            match store.delete_inbox_row(id).await.map_err(store_failed)? {
-                DeleteOutcome::Deleted => {
-                    log_change("inbox delete", "ids: 1 ids", None, 1);
-                    report_done(&bulk, "deleted", 1, "Deleted 1 inbox row.");
-                    Ok(())
-                }
-                DeleteOutcome::NotFound => Err(AdminError::not_found().into()),
-                DeleteOutcome::NotDeletable => Err(Failed {
-                    code: EXIT_CONFLICT,
-                    text: Some("Only processed or dead rows can be deleted.".into()),
-                }),
-            }
+            let outcome = store.delete_inbox_row(id).await.map_err(store_failed)?;
+            finish_single_delete(outcome, &bulk, "inbox", "processed or dead")
         }
         InboxCommand::Delete {
             id: None,
@@ -672,6 +652,28 @@ async fn run_inbox(store: &dyn Store, command: InboxCommand) -> Result<(), Faile
             )
             .await
         }
+    }
+}
+
+/// `delete ID` of either table, once the store answered: the log line and the report, or the
+/// exit code of a missing row (3) or of one whose state forbids it (4).
+fn finish_single_delete(
+    outcome: DeleteOutcome,
+    bulk: &BulkFlags,
+    table: &str,
+    deletable_states: &str,
+) -> Result<(), Failed> {
+    match outcome {
+        DeleteOutcome::Deleted => {
+            log_change(&format!("{table} delete"), "ids: 1 ids", None, 1);
+            report_done(bulk, "deleted", 1, &format!("Deleted 1 {table} row."));
+            Ok(())
+        }
+        DeleteOutcome::NotFound => Err(AdminError::not_found().into()),
+        DeleteOutcome::NotDeletable => Err(Failed {
+            code: EXIT_CONFLICT,
+            text: Some(format!("Only {deletable_states} rows can be deleted.")),
+        }),
     }
 }
 
