@@ -53,8 +53,7 @@ apt_install() {
             || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "$@" >/dev/null 2>&1; }
     fi
 }
-command -v wrk >/dev/null || apt_install wrk
-command -v wrk >/dev/null || die "wrk is missing (apt-get install -y wrk)"
+scripts/services.sh wrk >/dev/null || die "wrk is missing and could not be installed (apt-get install -y wrk)"
 pgbench="$(ls /usr/lib/postgresql/*/bin/pgbench 2>/dev/null | sort -V | tail -1 || true)"
 if [[ -z "$pgbench" ]]; then
     command -v pgbench >/dev/null || apt_install postgresql-client

@@ -20,7 +20,7 @@ cd "$root"
 target="${CARGO_TARGET_DIR:-$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')}"
 pg_url="${QUEUEBOX_BENCH_PG_URL:-postgres://postgres@127.0.0.1:5432/test}"
 mysql_url="${QUEUEBOX_BENCH_MYSQL_URL:-mysql://root@127.0.0.1:3306}"
-command -v wrk >/dev/null || { echo "mysql.sh: wrk is missing (apt-get install -y wrk)" >&2; exit 1; }
+scripts/services.sh wrk >/dev/null || { echo "mysql.sh: wrk is missing and could not be installed (apt-get install -y wrk)" >&2; exit 1; }
 command -v mariadb >/dev/null || { echo "mysql.sh: the mariadb client is missing (apt-get install -y mariadb-client)" >&2; exit 1; }
 scripts/services.sh postgres mariadb >/dev/null || { echo "mysql.sh: PostgreSQL or MariaDB is not up" >&2; exit 1; }
 

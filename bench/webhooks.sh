@@ -26,7 +26,7 @@ while [[ $# -gt 0 ]]; do
         *) echo "webhooks.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
-command -v wrk >/dev/null || { echo "webhooks.sh: wrk is missing (apt-get install -y wrk)" >&2; exit 1; }
+scripts/services.sh wrk >/dev/null || { echo "webhooks.sh: wrk is missing and could not be installed (apt-get install -y wrk)" >&2; exit 1; }
 
 cargo build --release --quiet -p queuebox -p queuebox-bench
 queuebox="$target/release/queuebox"

