@@ -121,7 +121,7 @@ drain() { # label, signing ('' for none)
     pids+=("$rpid")
     local port=""
     for _ in $(seq 1 100); do
-        port="$(grep -o 'port=[0-9]*' "$work/$1.port" | head -1 | cut -d= -f2 || true)"
+        port="$(grep -so 'port=[0-9]*' "$work/$1.port" | head -1 | cut -d= -f2 || true)"
         [[ -n "$port" ]] && break
         sleep 0.05
     done
