@@ -522,6 +522,63 @@ routes:
     );
 }
 
+/// TRF-3: `queuebox run` compiles every configured expression at start (a source transform, a
+/// key expression, a route and a destination transform) and one that does not compile stops the
+/// start naming its path, before the database is reached: the database here is never reachable,
+/// so no message could have been taken. (That no expression is compiled again per message is
+/// not visible from outside the process; the stages hold the compiled expression, wiring.rs.)
+#[test]
+fn trf_3_run_compiles_every_expression_at_start_and_stops_naming_each_path() {
+    let scratch = Scratch::new("trf-3");
+    let file = scratch.write(
+        "q.yml",
+        r#"database:
+  url: postgres://app@127.0.0.1:1/app
+  startupTimeoutMs: 60000
+server:
+  httpPort: 0
+sources:
+  hooks:
+    path: /hooks
+    consumption: pull
+    idempotencyKeyPath: $.id
+    eventTypeExpression: 'type ]'
+    transform:
+      expression: '{"a": }'
+destinations:
+  out:
+    type: http
+    baseUrl: http://127.0.0.1:9
+    transform:
+      expression: 'items[0'
+routes:
+  - topicPattern: "**"
+    destination: out
+    transform:
+      expression: '$sum('
+"#,
+    );
+    let output = queuebox(scratch.path())
+        .args(["run", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    let lines = error_lines(&text);
+    let expected = [
+        "- destinations.out.transform.expression: does not compile: S0",
+        "- routes[0].transform.expression: does not compile: S0",
+        "- sources.hooks.eventTypeExpression: does not compile: S0",
+        "- sources.hooks.transform.expression: does not compile: S0",
+    ];
+    assert_eq!(lines.len(), expected.len(), "{text}");
+    for (line, start) in lines.iter().zip(expected) {
+        assert!(line.starts_with(start), "{start} in:\n{text}");
+    }
+    assert!(!text.contains("QueueBox started"), "{text}");
+}
+
 /// The inbox row of `key`, every column, as JSON text, so a test can tell that a repeat changed
 /// nothing.
 async fn inbox_row_text(schema: &TestSchema, key: &str) -> String {
