@@ -1278,7 +1278,9 @@ async fn trf_27_trf_29_key_expressions_read_the_received_body_unbound_and_fall_t
         "SELECT source, idempotency_key, event_type, aggregate_id, payload::text FROM inbox ORDER BY source",
     )
     .await;
-    let found: Vec<(String, String, Option<String>, Option<String>, Value)> = stored
+    // source, idempotency key, event type, aggregate id, payload.
+    type Stored = (String, String, Option<String>, Option<String>, Value);
+    let found: Vec<Stored> = stored
         .iter()
         .map(|r| {
             (
