@@ -25,6 +25,21 @@ pub use variables::Variables;
 /// the harness always measures the version QueueBox runs.
 pub use jlens_core as engine;
 
+/// The engine's name and version as the compiled engine reports them itself (`jlens-core 0.26.0`,
+/// from the header of an audited evaluation, which the engine stamps with its own package
+/// version), so a test can hold the engine that actually runs against the version that
+/// docs/transforms.md records as pinned and measured (TRF-1).
+pub fn engine_version() -> String {
+    let probe = jlens_core::Expression::compile("1").expect("a literal compiles");
+    let (_, audit) = probe.evaluate_audited(
+        None,
+        &jlens_core::Bindings::new(),
+        &jlens_core::Options::default(),
+        &jlens_core::audit::AuditOptions::decisions(),
+    );
+    audit.header.engine
+}
+
 /// The fixed ceiling on the items of one result sequence (TRF-10).
 pub const MAX_SEQUENCE_ITEMS: usize = 1_000_000;
 /// The fixed ceiling on the serialized size of a result, in bytes (TRF-10).

@@ -512,7 +512,7 @@ fn unreachable_db(sources: &str) -> String {
 /// naming `sources.<name>.transform.expression`, instead of storing untransformed payloads
 /// (a transform that compiles runs: transforms_e2e.rs).
 #[test]
-fn inb_47_a_source_transform_that_does_not_compile_stops_the_start_naming_the_key() {
+fn inb_47_trf_3_a_source_transform_that_does_not_compile_stops_the_start_naming_the_key() {
     let (code, err) = refused_start(
         "ids-inb47",
         &unreachable_db(

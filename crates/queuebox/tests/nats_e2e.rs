@@ -1245,3 +1245,68 @@ routes:
     assert_eq!(service.stop(), Some(0));
     schema.drop().await;
 }
+
+/// TRF-25 on a broker source, through the binary: a NATS source takes the three key expressions,
+/// and each expression's value is what the row stores, ahead of the path, the `Nats-Msg-Id` and
+/// the aggregate-id header; where an expression gives no value, the next step of its chain does.
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_25_a_nats_source_runs_the_three_key_expressions() {
+    let url = shared_url();
+    let schema = TestSchema::create("nats_trf25").await;
+    let stream = TestStream::create(&url, "e2etrf25");
+    let service = Service::start(
+        "nats-trf25",
+        &single_source_config(
+            &schema,
+            &url,
+            &stream,
+            "    idempotencyKeyExpression: 'order.ref'\n    eventTypeExpression: '$lookup({\"c\": \"order.created\"}, kind)'\n    eventTypePath: $.type\n    aggregateIdExpression: '$split(subject, \"/\")[2]'\n    aggregateIdPath: $.agg\n",
+        ),
+    );
+    // Two ids: JetStream itself drops a second message with the same `Nats-Msg-Id`.
+    let headers = |id| [("Nats-Msg-Id", id), ("x-aggregate-id", "header-agg")];
+    py_publish(
+        &url,
+        &[
+            message(
+                stream.subject("n"),
+                r#"{"id": "path-1", "order": {"ref": "expr-1"}, "kind": "c", "type": "path.type", "subject": "/org/515725/x", "agg": "path-agg"}"#,
+                &headers("msg-1"),
+            ),
+            message(
+                stream.subject("n"),
+                r#"{"id": "path-2", "kind": "other", "type": "path.type", "agg": "path-agg"}"#,
+                &headers("msg-2"),
+            ),
+        ],
+    );
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM inbox",
+        2,
+        Duration::from_secs(20),
+    )
+    .await;
+    let rows = schema
+        .client()
+        .query(
+            "SELECT idempotency_key, event_type, aggregate_id FROM inbox ORDER BY idempotency_key",
+            &[],
+        )
+        .await
+        .unwrap();
+    let found: Vec<(String, Option<String>, Option<String>)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let some = |s: &str| Some(s.to_owned());
+    assert_eq!(
+        found,
+        [
+            ("expr-1".to_owned(), some("order.created"), some("515725")),
+            ("path-2".to_owned(), some("path.type"), some("path-agg")),
+        ]
+    );
+    drop(service);
+    schema.drop().await;
+}

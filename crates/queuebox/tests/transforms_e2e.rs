@@ -522,6 +522,63 @@ routes:
     );
 }
 
+/// TRF-3: `queuebox run` compiles every configured expression at start (a source transform, a
+/// key expression, a route and a destination transform) and one that does not compile stops the
+/// start naming its path, before the database is reached: the database here is never reachable,
+/// so no message could have been taken. (That no expression is compiled again per message is
+/// not visible from outside the process; the stages hold the compiled expression, wiring.rs.)
+#[test]
+fn trf_3_run_compiles_every_expression_at_start_and_stops_naming_each_path() {
+    let scratch = Scratch::new("trf-3");
+    let file = scratch.write(
+        "q.yml",
+        r#"database:
+  url: postgres://app@127.0.0.1:1/app
+  startupTimeoutMs: 60000
+server:
+  httpPort: 0
+sources:
+  hooks:
+    path: /hooks
+    consumption: pull
+    idempotencyKeyPath: $.id
+    eventTypeExpression: 'type ]'
+    transform:
+      expression: '{"a": }'
+destinations:
+  out:
+    type: http
+    baseUrl: http://127.0.0.1:9
+    transform:
+      expression: 'items[0'
+routes:
+  - topicPattern: "**"
+    destination: out
+    transform:
+      expression: '$sum('
+"#,
+    );
+    let output = queuebox(scratch.path())
+        .args(["run", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{text}");
+    let lines = error_lines(&text);
+    let expected = [
+        "- destinations.out.transform.expression: does not compile: S0",
+        "- routes[0].transform.expression: does not compile: S0",
+        "- sources.hooks.eventTypeExpression: does not compile: S0",
+        "- sources.hooks.transform.expression: does not compile: S0",
+    ];
+    assert_eq!(lines.len(), expected.len(), "{text}");
+    for (line, start) in lines.iter().zip(expected) {
+        assert!(line.starts_with(start), "{start} in:\n{text}");
+    }
+    assert!(!text.contains("QueueBox started"), "{text}");
+}
+
 /// The inbox row of `key`, every column, as JSON text, so a test can tell that a repeat changed
 /// nothing.
 async fn inbox_row_text(schema: &TestSchema, key: &str) -> String {
@@ -768,4 +825,972 @@ routes:
         ),
         "{text}"
     );
+}
+
+/// `check` on `yaml`: its exit code and standard error.
+fn check(label: &str, yaml: &str) -> (Option<i32>, String) {
+    let scratch = Scratch::new(label);
+    let file = scratch.write("q.yml", yaml);
+    let output = queuebox(scratch.path())
+        .args(["check", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    (output.status.code(), stderr(&output))
+}
+
+/// The lines of a configuration error that start with `- `, sorted as the loader prints them.
+fn error_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with("- "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The log lines whose message is `message`.
+fn lines_with(service: &Service, message: &str) -> Vec<Value> {
+    service
+        .log
+        .iter()
+        .filter(|l| l["message"] == message)
+        .cloned()
+        .collect()
+}
+
+/// TRF-9: the rules of a transform block, seen through `check` (a blank expression, `timeoutMs`
+/// and `maxDepth` of 0, `onError: fail` in the wrong letter case), and its defaults, seen through
+/// `run`: a block with only `expression` stops a loop at 100 ms and a recursion at 100 levels,
+/// and fails with `Fail` (the metric's strategy).
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_9_a_transform_block_has_its_rules_and_its_defaults() {
+    let (code, text) = check(
+        "trf-9-check",
+        r#"database:
+  url: postgres://app@db:5432/app
+sources:
+  hooks:
+    path: /hooks
+    consumption: pull
+    idempotencyKeyPath: $.id
+    transform:
+      expression: "  "
+      maxDepth: 0
+destinations:
+  out:
+    type: http
+    baseUrl: http://127.0.0.1:9
+    transform:
+      expression: $
+      timeoutMs: 0
+      onError: fail
+routes:
+  - topicPattern: "**"
+    destination: out
+    transform:
+      expression: $
+      onError: Dead
+"#,
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(
+        error_lines(&text),
+        [
+            "- destinations.out.transform.onError: must be one of Fail, Skip, Dead, got \"fail\"; did you mean Fail?",
+            "- destinations.out.transform.timeoutMs: must be greater than 0, got 0",
+            "- sources.hooks.transform.expression: must not be blank",
+            "- sources.hooks.transform.maxDepth: must be greater than 0, got 0",
+        ],
+        "{text}"
+    );
+
+    let schema = TestSchema::create("trf_9").await;
+    let sources = format!(
+        "  loop:\n    path: /loop\n    consumption: pull\n    idempotencyKeyPath: $.id\n    transform:\n      expression: '{LOOP}'\n\
+         \x20 deep:\n    path: /deep\n    consumption: pull\n    idempotencyKeyPath: $.id\n    transform:\n      expression: '( $d := function($n){{ $n = 0 ? 0 : 1 + $d($n - 1) }}; $d(100000) )'\n      timeoutMs: 60000\n"
+    );
+    let service = Service::start("trf-9", &inbox_config(&schema, &sources));
+    let answer = post(&service, "/inbox/loop", &[], r#"{"id": "1"}"#);
+    assert_eq!(
+        (answer.status, answer.json()),
+        (
+            422,
+            json!({"error": "Transform failed: The expression ran longer than 100 ms."})
+        ),
+        "timeoutMs defaults to 100"
+    );
+    let answer = post(&service, "/inbox/deep", &[], r#"{"id": "1"}"#);
+    assert_eq!(
+        (answer.status, answer.json()),
+        (
+            422,
+            json!({"error": "Transform failed: The expression nested deeper than 100 levels."})
+        ),
+        "maxDepth defaults to 100"
+    );
+    assert_eq!(
+        service.metric("queuebox_transform_failures_total{strategy=\"fail\"}"),
+        Some(2.0),
+        "onError defaults to Fail"
+    );
+    assert_eq!(rows(&schema, "SELECT 1 FROM inbox").await.len(), 0);
+    drop(service);
+    schema.drop().await;
+}
+
+/// TRF-12: `$headers` names match exactly. An HTTP source stores header names in lower case, so
+/// `$headers."x-tenant"` finds the `X-Tenant` header and `$headers."X-Tenant"` finds nothing
+/// (undefined: the field is left out, it is no error).
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_12_header_names_match_exactly_and_an_http_source_has_them_in_lower_case() {
+    let schema = TestSchema::create("trf_12").await;
+    let sources = r#"  hooks:
+    path: /hooks
+    consumption: pull
+    idempotencyKeyPath: $.id
+    transform:
+      expression: '{"lower": $headers."x-tenant", "asSent": $headers."X-Tenant", "names": $keys($headers)[$lowercase($) = "x-tenant"]}'
+"#;
+    let service = Service::start("trf-12", &inbox_config(&schema, sources));
+    let answer = post(
+        &service,
+        "/inbox/hooks",
+        &[("X-Tenant", "acme")],
+        r#"{"id": "h-1"}"#,
+    );
+    assert_eq!(answer.status, 202, "{answer:?}");
+    let stored = rows(&schema, "SELECT payload::text FROM inbox").await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&stored[0].get::<_, String>(0)).unwrap(),
+        json!({"lower": "acme", "names": "x-tenant"})
+    );
+    drop(service);
+    schema.drop().await;
+}
+
+/// TRF-14: every kind of JSON value a transform returns becomes the stored payload as it is: an
+/// object, an array, a string, a number, a boolean, and `null`, which is a valid payload.
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_14_every_json_result_is_the_stage_output_and_null_is_a_valid_payload() {
+    let schema = TestSchema::create("trf_14").await;
+    let sources = r#"  hooks:
+    path: /hooks
+    consumption: pull
+    idempotencyKeyPath: $.id
+    transform:
+      expression: 'v'
+"#;
+    let service = Service::start("trf-14", &inbox_config(&schema, sources));
+    let values = [
+        json!({"a": [1, {"b": null}]}),
+        json!([1, "two", false]),
+        json!("text"),
+        json!(2.5),
+        json!(true),
+        Value::Null,
+    ];
+    for (n, value) in values.iter().enumerate() {
+        let body = json!({"id": n.to_string(), "v": value}).to_string();
+        let answer = post(&service, "/inbox/hooks", &[], &body);
+        assert_eq!(answer.status, 202, "{value}: {answer:?}");
+        let stored = schema
+            .client()
+            .query_one(
+                "SELECT payload::text FROM inbox WHERE idempotency_key = $1",
+                &[&n.to_string()],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            serde_json::from_str::<Value>(&stored.get::<_, String>(0)).unwrap(),
+            *value
+        );
+    }
+    assert_eq!(
+        service
+            .metric("queuebox_transform_failures_total{strategy=\"fail\"}")
+            .unwrap_or(0.0),
+        0.0,
+        "no result was a failure"
+    );
+    drop(service);
+    schema.drop().await;
+}
+
+/// A failure text that carries two secrets pull.md §11.2 masks: URL user information and a
+/// `password=` value.
+const LEAKY: &str = r#"$error("cannot reach postgres://app:s3cret@db/app with password=hunter2")"#;
+
+/// TRF-16: a failure text passes the redaction before it reaches the HTTP response, the log line
+/// and `last_error`: the secrets of an engine error message are masked in all three.
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_16_failure_texts_are_redacted_in_the_response_the_log_line_and_last_error() {
+    let schema = TestSchema::create("trf_16").await;
+    let receiver = Receiver::start(|_, _| Reply::status(200)).await;
+    let yaml = format!(
+        r#"database:
+  url: "{db}"
+server:
+  httpPort: 0
+outbox:
+  pollIntervalMs: 50
+sources:
+  hooks:
+    path: /hooks
+    consumption: pull
+    idempotencyKeyPath: $.id
+    transform:
+      expression: '{LEAKY}'
+destinations:
+  plain:
+    type: http
+    baseUrl: {url}
+routes:
+  - topicPattern: "**"
+    destination: plain
+    transform:
+      expression: '{LEAKY}'
+      onError: Dead
+"#,
+        db = schema.queuebox_url(),
+        url = receiver.url()
+    );
+    let mut service = Service::start("trf-16", &yaml);
+    let reason = "D3137: cannot reach postgres://***@db/app with password=[REDACTED]";
+    let answer = post(&service, "/inbox/hooks", &[], r#"{"id": "s-1"}"#);
+    assert_eq!(
+        (answer.status, answer.json()),
+        (422, json!({"error": format!("Transform failed: {reason}")})),
+        "{answer:?}"
+    );
+    schema
+        .client()
+        .batch_execute("INSERT INTO outbox (topic, payload) VALUES ('t', '{}')")
+        .await
+        .unwrap();
+    wait_until(Duration::from_secs(15), "the row dead", async || {
+        let r = rows(&schema, "SELECT state FROM outbox").await;
+        r[0].get::<_, String>(0) == "dead"
+    })
+    .await;
+    let row = rows(&schema, "SELECT last_error FROM outbox").await;
+    assert_eq!(
+        row[0].get::<_, Option<String>>(0),
+        Some(format!("Transform failed: {reason}"))
+    );
+    service.wait_for_log(Duration::from_secs(5), "The transform failed.");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while lines_with(&service, "The transform failed.").len() < 2 {
+        assert!(Instant::now() < deadline, "two failure lines");
+        service.drain_log();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for line in lines_with(&service, "The transform failed.") {
+        assert_eq!(line["reason"], reason, "{line}");
+    }
+    let everything = service.log.iter().map(Value::to_string).collect::<String>();
+    for secret in ["s3cret", "hunter2"] {
+        assert!(!everything.contains(secret), "{secret} in the log");
+    }
+    drop(service);
+    schema.drop().await;
+}
+
+/// TRF-21, TRF-22, TRF-24: whatever the outbox stage, `last_error` is `Transform failed:
+/// <reason>`, and each failure logs one warn line `The transform failed.` with the stage, the
+/// configuration path, the lower-case strategy, the reason and the row's ids and correlation id
+/// (never the payload), and counts in the metric. A `Skip` is logged and counted like any failure,
+/// and then the delivery proceeds with the original payload.
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_21_trf_22_trf_24_each_stage_writes_its_failure_logs_its_path_and_skip_still_delivers()
+{
+    let schema = TestSchema::create("trf_21").await;
+    let receiver = Receiver::start(|_, _| Reply::status(200)).await;
+    let dests = format!(
+        "  failing:\n    type: http\n    baseUrl: {}\n    path: /failing\n    transform:\n      expression: 'missing'\n      onError: Fail\n",
+        receiver.url()
+    );
+    let routes = "  - topicPattern: r.dead\n    destination: plain\n    transform:\n      expression: 'missing'\n      onError: Dead\n\
+                  \x20 - topicPattern: d.fail\n    destination: failing\n\
+                  \x20 - topicPattern: r.skip\n    destination: plain\n    transform:\n      expression: 'missing'\n      onError: Skip\n";
+    let mut service = Service::start("trf-21", &outbox_config(&schema, &receiver, routes, &dests));
+    let ids: Vec<(String, String)> = rows(
+        &schema,
+        r#"INSERT INTO outbox (topic, payload, headers, max_attempts) VALUES
+             ('r.dead', '{"secretField": 1}', '{"X-Correlation-Id": "corr-dead"}', 5),
+             ('d.fail', '{"secretField": 2}', '{"X-Correlation-Id": "corr-fail"}', 1),
+             ('r.skip', '{"secretField": 3}', '{"X-Correlation-Id": "corr-skip"}', 5)
+           RETURNING id::text, topic"#,
+    )
+    .await
+    .iter()
+    .map(|r| (r.get(1), r.get(0)))
+    .collect();
+    let id_of = |topic: &str| ids.iter().find(|(t, _)| t == topic).unwrap().1.clone();
+    wait_until(Duration::from_secs(20), "every row settled", async || {
+        let r = rows(
+            &schema,
+            "SELECT count(*) FROM outbox WHERE state IN ('sent', 'dead')",
+        )
+        .await;
+        r[0].get::<_, i64>(0) == 3
+    })
+    .await;
+    let settled = rows(
+        &schema,
+        "SELECT topic, state, attempt, last_error FROM outbox ORDER BY topic",
+    )
+    .await;
+    let state = |topic: &str| {
+        let r = settled
+            .iter()
+            .find(|r| r.get::<_, String>(0) == topic)
+            .unwrap();
+        (
+            r.get::<_, String>(1),
+            r.get::<_, i32>(2),
+            r.get::<_, Option<String>>(3),
+        )
+    };
+    let text = Some("Transform failed: The expression produced no value.".to_owned());
+    assert_eq!(state("r.dead"), ("dead".to_owned(), 0, text.clone()));
+    assert_eq!(state("d.fail"), ("dead".to_owned(), 1, text));
+    assert_eq!(state("r.skip"), ("sent".to_owned(), 0, None));
+    // TRF-24: the skipped row was delivered, with its original payload.
+    let delivered = receiver.requests();
+    assert_eq!(delivered.len(), 1, "only the skipped row is published");
+    assert_eq!(delivered[0].json(), json!({"secretField": 3}));
+    assert_eq!(
+        delivered[0].header("x-message-id"),
+        Some(id_of("r.skip").as_str())
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while lines_with(&service, "The transform failed.").len() < 3 {
+        assert!(Instant::now() < deadline, "three failure lines");
+        service.drain_log();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let lines = lines_with(&service, "The transform failed.");
+    assert_eq!(lines.len(), 3, "one line per failure: {lines:#?}");
+    for (topic, stage, path, strategy, correlation) in [
+        (
+            "r.dead",
+            "route",
+            "routes[0].transform",
+            "dead",
+            "corr-dead",
+        ),
+        (
+            "d.fail",
+            "destination",
+            "destinations.failing.transform",
+            "fail",
+            "corr-fail",
+        ),
+        (
+            "r.skip",
+            "route",
+            "routes[2].transform",
+            "skip",
+            "corr-skip",
+        ),
+    ] {
+        let line = lines
+            .iter()
+            .find(|l| l["messageId"] == id_of(topic).as_str())
+            .unwrap_or_else(|| panic!("a line for {topic}: {lines:#?}"));
+        assert_eq!(line["level"], "WARN", "{line}");
+        assert_eq!(line["stage"], stage, "{line}");
+        assert_eq!(line["path"], path, "{line}");
+        assert_eq!(line["strategy"], strategy, "{line}");
+        assert_eq!(
+            line["reason"], "The expression produced no value.",
+            "{line}"
+        );
+        assert_eq!(line["correlationId"], correlation, "{line}");
+        assert!(
+            !line.to_string().contains("secretField"),
+            "no payload in {line}"
+        );
+        assert_eq!(
+            service.metric(&format!(
+                "queuebox_transform_failures_total{{strategy=\"{strategy}\"}}"
+            )),
+            Some(1.0),
+            "{strategy}"
+        );
+    }
+    drop(service);
+    schema.drop().await;
+}
+
+/// TRF-27, TRF-29: a key expression reads the body as received (not the source transform's
+/// output), with no variable bound, and with the fixed limits of 100 ms and depth 100. A failing
+/// expression, or one that hits a limit, is no value with one warn line naming the source and
+/// the key; the chain goes on to the path, and only an idempotency key missing at the end of the
+/// HTTP chain answers 400.
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_27_trf_29_key_expressions_read_the_received_body_unbound_and_fall_through_on_failure()
+{
+    let schema = TestSchema::create("trf_27").await;
+    let sources = format!(
+        r#"  keys:
+    path: /keys
+    consumption: pull
+    idempotencyKeyExpression: 'id'
+    eventTypeExpression: '{LOOP}'
+    eventTypePath: $.type
+    aggregateIdExpression: '$exists($source) or $exists($headers) or $exists($idempotencyKey) or $exists($eventType) or $exists($timestamp) ? "bound" : "unbound"'
+    transform:
+      expression: '{{"id": "changed-" & id}}'
+  deep:
+    path: /deep
+    consumption: pull
+    idempotencyKeyExpression: '$error("no key here")'
+    idempotencyKeyPath: $.id
+    aggregateIdExpression: '( $d := function($n){{ $n = 0 ? 0 : 1 + $d($n - 1) }}; $d(100000) )'
+    aggregateIdPath: $.agg
+  nokey:
+    path: /nokey
+    consumption: pull
+    idempotencyKeyExpression: '$error("no key here")'
+"#
+    );
+    let mut service = Service::start("trf-27", &inbox_config(&schema, &sources));
+    let answer = post(
+        &service,
+        "/inbox/keys",
+        &[("X-Tenant", "acme")],
+        r#"{"id": "k-1", "type": "from.path"}"#,
+    );
+    assert_eq!(answer.status, 202, "{answer:?}");
+    let answer = post(
+        &service,
+        "/inbox/deep",
+        &[],
+        r#"{"id": "d-1", "agg": "agg.path"}"#,
+    );
+    assert_eq!(answer.status, 202, "{answer:?}");
+    let answer = post(&service, "/inbox/nokey", &[], r#"{"id": "n-1"}"#);
+    assert_eq!(answer.status, 400, "only a missing key rejects: {answer:?}");
+    let stored = rows(
+        &schema,
+        "SELECT source, idempotency_key, event_type, aggregate_id, payload::text FROM inbox ORDER BY source",
+    )
+    .await;
+    // source, idempotency key, event type, aggregate id, payload.
+    type Stored = (String, String, Option<String>, Option<String>, Value);
+    let found: Vec<Stored> = stored
+        .iter()
+        .map(|r| {
+            (
+                r.get(0),
+                r.get(1),
+                r.get(2),
+                r.get(3),
+                serde_json::from_str(&r.get::<_, String>(4)).unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (
+                "deep".to_owned(),
+                "d-1".to_owned(),
+                None,
+                Some("agg.path".to_owned()),
+                json!({"id": "d-1", "agg": "agg.path"})
+            ),
+            (
+                "keys".to_owned(),
+                "k-1".to_owned(),
+                Some("from.path".to_owned()),
+                Some("unbound".to_owned()),
+                json!({"id": "changed-k-1"})
+            ),
+        ]
+    );
+    let expected = [
+        (
+            "keys",
+            "sources.keys.eventTypeExpression",
+            "The expression ran longer than 100 ms.",
+        ),
+        (
+            "deep",
+            "sources.deep.idempotencyKeyExpression",
+            "D3137: no key here",
+        ),
+        (
+            "deep",
+            "sources.deep.aggregateIdExpression",
+            "The expression nested deeper than 100 levels.",
+        ),
+        (
+            "nokey",
+            "sources.nokey.idempotencyKeyExpression",
+            "D3137: no key here",
+        ),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let failed = |service: &Service| {
+        service
+            .log
+            .iter()
+            .filter(|l| {
+                l["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("counts as no value"))
+            })
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    while failed(&service).len() < expected.len() {
+        assert!(Instant::now() < deadline, "{:#?}", failed(&service));
+        service.drain_log();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let lines = failed(&service);
+    assert_eq!(lines.len(), expected.len(), "one line each: {lines:#?}");
+    for (source, key, reason) in expected {
+        let line = lines
+            .iter()
+            .find(|l| l["key"] == key)
+            .unwrap_or_else(|| panic!("{key}: {lines:#?}"));
+        assert_eq!(line["level"], "WARN", "{line}");
+        assert_eq!(line["source"], source, "{line}");
+        assert_eq!(line["reason"], reason, "{line}");
+        assert!(line["message"].as_str().unwrap().contains(key), "{line}");
+    }
+    drop(service);
+    schema.drop().await;
+}
+
+/// TRF-30: the examples of the specification, each through an HTTP source into the stored row,
+/// with the path step that follows the expression where the example says it is tried next.
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_30_the_key_expression_examples_give_their_values() {
+    let schema = TestSchema::create("trf_30").await;
+    let sources = r#"  ex:
+    path: /ex
+    consumption: pull
+    idempotencyKeyExpression: '$split(subject, "/")[2]'
+    eventTypeExpression: '$lookup({"created":"order.created"}, kind)'
+    eventTypePath: $.fallbackType
+    aggregateIdExpression: 'orderId'
+  items:
+    path: /items
+    consumption: pull
+    idempotencyKeyPath: $.id
+    aggregateIdExpression: 'items'
+    aggregateIdPath: $.agg
+"#;
+    let service = Service::start("trf-30", &inbox_config(&schema, sources));
+    for (path, body) in [
+        (
+            "/inbox/ex",
+            r#"{"subject":"/organization/515725/invitation/66725563","kind":"created","orderId":42}"#,
+        ),
+        (
+            "/inbox/ex",
+            r#"{"subject":"/organization/77/invitation/1","kind":"unknown","fallbackType":"from.path","orderId":7}"#,
+        ),
+        (
+            "/inbox/items",
+            r#"{"id":"i-1","items":[1,2],"agg":"from.path"}"#,
+        ),
+    ] {
+        let answer = post(&service, path, &[], body);
+        assert_eq!(answer.status, 202, "{body}: {answer:?}");
+    }
+    let stored = rows(
+        &schema,
+        "SELECT idempotency_key, event_type, aggregate_id FROM inbox ORDER BY idempotency_key",
+    )
+    .await;
+    let found: Vec<(String, Option<String>, Option<String>)> = stored
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let some = |s: &str| Some(s.to_owned());
+    assert_eq!(
+        found,
+        [
+            ("515725".to_owned(), some("order.created"), some("42")),
+            ("77".to_owned(), some("from.path"), some("7")),
+            ("i-1".to_owned(), None, some("from.path")),
+        ]
+    );
+    drop(service);
+    schema.drop().await;
+}
+
+/// TRF-25: every source kind (http, rabbitmq, kafka, nats) takes the three key expressions, and
+/// `check` compiles each of them: one that does not compile is named by its path on each kind,
+/// and the others load (an unknown key would be an error of its own). The NATS source runs them
+/// in nats_e2e.rs.
+#[test]
+fn trf_25_every_source_kind_takes_the_three_key_expressions() {
+    let three = |bad: &str| {
+        [
+            "idempotencyKeyExpression",
+            "eventTypeExpression",
+            "aggregateIdExpression",
+        ]
+        .iter()
+        .map(|key| {
+            let expression = if *key == bad { "id &" } else { "id" };
+            format!("    {key}: '{expression}'\n")
+        })
+        .collect::<String>()
+    };
+    let yaml = format!(
+        "database:\n  url: postgres://app@db:5432/app\nsources:\n\
+         \x20 web:\n    path: /web\n    consumption: pull\n{}\
+         \x20 rabbit:\n    type: rabbitmq\n    connectionUrl: amqp://guest:guest@127.0.0.1:5672/%2f\n    queueName: q\n    consumption: pull\n{}\
+         \x20 kafka:\n    type: kafka\n    bootstrapServers: 127.0.0.1:19092\n    topics: [t]\n    groupId: g\n    consumption: pull\n{}\
+         \x20 nats:\n    type: nats\n    servers: nats://127.0.0.1:4222\n    stream: s\n    durable: d\n    consumption: pull\n{}",
+        three("idempotencyKeyExpression"),
+        three("eventTypeExpression"),
+        three("aggregateIdExpression"),
+        three("idempotencyKeyExpression"),
+    );
+    let (code, text) = check("trf-25", &yaml);
+    assert_eq!(code, Some(1), "{text}");
+    let lines = error_lines(&text);
+    let expected = [
+        "- sources.kafka.aggregateIdExpression: does not compile: S0",
+        "- sources.nats.idempotencyKeyExpression: does not compile: S0",
+        "- sources.rabbit.eventTypeExpression: does not compile: S0",
+        "- sources.web.idempotencyKeyExpression: does not compile: S0",
+    ];
+    assert_eq!(lines.len(), expected.len(), "{text}");
+    for (line, start) in lines.iter().zip(expected) {
+        assert!(line.starts_with(start), "{start} in:\n{text}");
+    }
+    let valid = yaml.replace("'id &'", "'id'");
+    let (code, text) = check("trf-25-ok", &valid);
+    assert_eq!(code, Some(0), "{text}");
+}
+
+/// TRF-34: each template kind takes only its names. A key template (RabbitMQ routing key, Kafka
+/// record key, a route's key) and an address (RabbitMQ exchange, Kafka topic, NATS subject) take
+/// `topic`, `key`, `aggregateType` and `payload`/`data` fields; a relay topic takes `source` and
+/// `eventType`. A name outside the kind's set stops `check` naming the key. (How each kind
+/// renders a missing value is proven by trf_35, trf_36, trf_37 and trf_38.)
+#[test]
+fn trf_34_each_template_kind_takes_only_its_names() {
+    let yaml = |exchange: &str,
+                routing: &str,
+                key: &str,
+                topic: &str,
+                subject: &str,
+                route: &str,
+                relay: &str| {
+        format!(
+            r#"database:
+  url: postgres://app@db:5432/app
+sources:
+  hooks:
+    path: /hooks
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    topic: "{relay}"
+destinations:
+  rabbit:
+    type: rabbitmq
+    url: amqp://guest:guest@127.0.0.1:5672/%2f
+    exchange: "{exchange}"
+    routingKeyTemplate: "{routing}"
+  kafka:
+    type: kafka
+    bootstrapServers: 127.0.0.1:19092
+    topic: "{topic}"
+    keyTemplate: "{key}"
+  nats:
+    type: nats
+    servers: nats://127.0.0.1:4222
+    subject: "{subject}"
+routes:
+  - topicPattern: "a.**"
+    destination: rabbit
+    routingKeyTemplate: "{route}"
+  - topicPattern: "b.**"
+    destination: kafka
+  - topicPattern: "**"
+    destination: nats
+"#
+        )
+    };
+    let good = yaml(
+        "x.{{ aggregateType }}",
+        "{{ topic }}.{{ payload.region }}",
+        "{{ key }}",
+        "{{ data.tenant }}",
+        "s.{{ topic }}",
+        "{{ aggregateType }}.{{ key }}",
+        "in.{{ source }}.{{ eventType }}",
+    );
+    let (code, text) = check("trf-34-ok", &good);
+    assert_eq!(code, Some(0), "{text}");
+    let bad = yaml(
+        "x.{{ source }}",
+        "{{ eventType }}",
+        "{{ source }}",
+        "{{ eventType }}",
+        "s.{{ source }}",
+        "{{ eventType }}",
+        "in.{{ topic }}.{{ payload.region }}",
+    );
+    let (code, text) = check("trf-34-bad", &bad);
+    assert_eq!(code, Some(1), "{text}");
+    let keys = "use topic, key, aggregateType, payload.<path>, data.<path>";
+    assert_eq!(
+        error_lines(&text),
+        [
+            format!(
+                "- destinations.kafka.keyTemplate: unknown placeholder {{{{ source }}}}; {keys}"
+            ),
+            format!("- destinations.kafka.topic: unknown placeholder {{{{ eventType }}}}; {keys}"),
+            format!("- destinations.nats.subject: unknown placeholder {{{{ source }}}}; {keys}"),
+            format!("- destinations.rabbit.exchange: unknown placeholder {{{{ source }}}}; {keys}"),
+            format!(
+                "- destinations.rabbit.routingKeyTemplate: unknown placeholder {{{{ eventType }}}}; {keys}"
+            ),
+            format!(
+                "- routes[0].routingKeyTemplate: unknown placeholder {{{{ eventType }}}}; {keys}"
+            ),
+            "- sources.hooks.topic: unknown placeholder {{ topic }}; use source, eventType"
+                .to_owned(),
+        ],
+        "{text}"
+    );
+}
+
+const ADMIN_TOKEN: &str = "trf-40-token";
+
+/// `POST /admin/transform/test` with the bearer token: the answer.
+fn transform_test(service: &Service, request: Value) -> Answer {
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    http_post(
+        service.port,
+        "/admin/transform/test",
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", &auth),
+        ],
+        request.to_string().as_bytes(),
+    )
+}
+
+/// The admin tester's result for `request`, which must succeed.
+fn tested(service: &Service, request: Value) -> Value {
+    let answer = transform_test(service, request);
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.json()["result"].clone()
+}
+
+/// TRF-40: `POST /admin/transform/test` gives what the real stage gives for the same expression,
+/// input and variable values. A source transform (every source variable, the headers as the row
+/// stores them) against the stored payload; a route transform (every outbox variable, on the
+/// first attempt and on the retry) against the bytes the receiver got; and the failures: an
+/// engine error (the HTTP 422 body, byte for byte, and `last_error`) and a depth limit hit.
+#[tokio::test(flavor = "multi_thread")]
+async fn trf_40_the_admin_tester_gives_the_result_of_the_real_stage() {
+    const SOURCE: &str = r#"{"tenant": $headers."x-tenant", "headers": $headers, "source": $source, "key": $idempotencyKey, "type": $eventType, "total": $sum(items.price), "name": $uppercase(name)}"#;
+    const ROUTE: &str = r#"{"id": $messageId, "topic": $topic, "attempt": $attempt, "total": $sum(lines.(qty * price)), "country": $uppercase(address.country), "express": shipping = "express", "items": $count(lines)}"#;
+    const BROKEN: &str = r#"{"n": total + name}"#;
+    const DEEP: &str = r#"( $d := function($n){ $n = 0 ? 0 : 1 + $d($n - 1) }; $d(100000) )"#;
+    let schema = TestSchema::create("trf_40").await;
+    // Every first delivery of a row fails, so each row is delivered twice.
+    let receiver = Receiver::start(|r, _| {
+        Reply::status(if r.header("x-attempt") == Some("0") {
+            500
+        } else {
+            200
+        })
+    })
+    .await;
+    let yaml = format!(
+        r#"database:
+  url: "{db}"
+server:
+  httpPort: 0
+outbox:
+  pollIntervalMs: 50
+  retryBaseDelayMs: 100
+  retryMaxDelayMs: 200
+sources:
+  hooks:
+    path: /hooks
+    consumption: pull
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    transform:
+      expression: '{SOURCE}'
+  broken:
+    path: /broken
+    consumption: pull
+    idempotencyKeyPath: $.id
+    transform:
+      expression: '{BROKEN}'
+destinations:
+  plain:
+    type: http
+    baseUrl: {url}
+routes:
+  - topicPattern: broken.*
+    destination: plain
+    transform:
+      expression: '{BROKEN}'
+      onError: Dead
+  - topicPattern: deep.*
+    destination: plain
+    transform:
+      expression: '{DEEP}'
+      timeoutMs: 1000
+      maxDepth: 50
+      onError: Dead
+  - topicPattern: "**"
+    destination: plain
+    transform:
+      expression: '{ROUTE}'
+admin:
+  enabled: true
+  auth:
+    type: bearer
+    token: {ADMIN_TOKEN}
+"#,
+        db = schema.queuebox_url(),
+        url = receiver.url()
+    );
+    let service = Service::start("trf-40", &yaml);
+
+    // The source stage.
+    let body = json!({"id": "w-1", "type": "order.paid", "name": "widget",
+                      "items": [{"price": 2}, {"price": 3.25}]});
+    let answer = post(
+        &service,
+        "/inbox/hooks",
+        &[("X-Tenant", "acme")],
+        &body.to_string(),
+    );
+    assert_eq!(answer.status, 202, "{answer:?}");
+    let row = rows(
+        &schema,
+        "SELECT payload::text, headers::text FROM inbox WHERE source = 'hooks'",
+    )
+    .await;
+    let stored: Value = serde_json::from_str(&row[0].get::<_, String>(0)).unwrap();
+    let headers: Value = serde_json::from_str(&row[0].get::<_, String>(1)).unwrap();
+    assert_eq!(stored["tenant"], "acme", "{stored}");
+    let result = tested(
+        &service,
+        json!({"expression": SOURCE, "payload": body, "stage": "source",
+               "context": {"source": "hooks", "headers": headers, "idempotencyKey": "w-1",
+                           "eventType": "order.paid"}}),
+    );
+    assert_eq!(result, stored, "the source stage");
+
+    // The route stage, on the first attempt and on the retry.
+    let payload = json!({"lines": [{"qty": 2, "price": 1.5}, {"qty": 1, "price": 4}],
+                         "address": {"country": "nl"}, "shipping": "express"});
+    schema
+        .client()
+        .execute(
+            "INSERT INTO outbox (topic, payload) VALUES ('order.created', $1)",
+            &[&payload],
+        )
+        .await
+        .unwrap();
+    receiver
+        .wait_for(Duration::from_secs(20), "two deliveries", |r| r.len() >= 2)
+        .await;
+    for request in receiver.requests().iter().take(2) {
+        let attempt: u64 = request.header("x-attempt").unwrap().parse().unwrap();
+        let result = tested(
+            &service,
+            json!({"expression": ROUTE, "payload": payload, "stage": "outbox",
+                   "context": {"messageId": request.header("x-message-id").unwrap(),
+                               "topic": "order.created", "attempt": attempt}}),
+        );
+        assert_eq!(request.json(), result, "attempt {attempt}");
+        assert_eq!(
+            request.body,
+            serde_json::to_string(&result).unwrap(),
+            "attempt {attempt}: the same bytes"
+        );
+    }
+
+    // An engine error: the source's 422 and the tester's 422 are the same bytes, and the route's
+    // `last_error` is the same text.
+    let failing = json!({"id": "b-1", "total": 1, "name": "x"});
+    let at_source = post(&service, "/inbox/broken", &[], &failing.to_string());
+    let at_tester = transform_test(
+        &service,
+        json!({"expression": BROKEN, "payload": failing, "stage": "source"}),
+    );
+    assert_eq!(at_source.status, 422, "{at_source:?}");
+    assert_eq!(
+        (at_tester.status, &at_tester.body),
+        (422, &at_source.body),
+        "the source stage's failure"
+    );
+    let error = at_tester.json()["error"].as_str().unwrap().to_owned();
+    assert!(error.starts_with("Transform failed: T2"), "{error}");
+
+    // The same at an outbox stage, and a depth limit hit with the same `maxDepth`.
+    schema
+        .client()
+        .execute(
+            "INSERT INTO outbox (topic, payload) VALUES ('broken.one', $1), ('deep.one', '{}')",
+            &[&failing],
+        )
+        .await
+        .unwrap();
+    wait_until(Duration::from_secs(20), "both rows dead", async || {
+        let r = rows(
+            &schema,
+            "SELECT count(*) FROM outbox WHERE topic IN ('broken.one', 'deep.one') AND state = 'dead'",
+        )
+        .await;
+        r[0].get::<_, i64>(0) == 2
+    })
+    .await;
+    let last_error = async |topic: &str| -> String {
+        schema
+            .client()
+            .query_one("SELECT last_error FROM outbox WHERE topic = $1", &[&topic])
+            .await
+            .unwrap()
+            .get(0)
+    };
+    let at_tester = transform_test(
+        &service,
+        json!({"expression": BROKEN, "payload": failing, "stage": "outbox"}),
+    );
+    assert_eq!(at_tester.status, 422, "{at_tester:?}");
+    assert_eq!(
+        at_tester.json()["error"].as_str().unwrap(),
+        last_error("broken.one").await,
+        "the route stage's failure"
+    );
+    let at_tester = transform_test(
+        &service,
+        json!({"expression": DEEP, "payload": {}, "stage": "outbox",
+               "timeoutMs": 1000, "maxDepth": 50}),
+    );
+    assert_eq!(at_tester.status, 422, "{at_tester:?}");
+    assert_eq!(
+        at_tester.json()["error"].as_str().unwrap(),
+        last_error("deep.one").await,
+        "the depth limit"
+    );
+    assert_eq!(
+        last_error("deep.one").await,
+        "Transform failed: The expression nested deeper than 50 levels."
+    );
+    drop(service);
+    schema.drop().await;
 }
