@@ -182,7 +182,10 @@ fn out_13a_key_run_length_defaults_to_32_and_must_be_positive() {
     assert_eq!(one.config.outbox.key_run_length, 1);
     let refused = errors(&with_db("outbox:\n  keyRunLength: 0\n"));
     assert_eq!(refused.len(), 1, "{refused:?}");
-    assert!(refused[0].starts_with("- outbox.keyRunLength: "), "{refused:?}");
+    assert!(
+        refused[0].starts_with("- outbox.keyRunLength: "),
+        "{refused:?}"
+    );
 }
 
 #[test]

@@ -202,7 +202,10 @@ impl OutboxStore for MysqlStore {
             .map_err(&fail)?;
         let mut claimed = Vec::new();
         for row in &held {
-            let r = Reader { row, during: DURING };
+            let r = Reader {
+                row,
+                during: DURING,
+            };
             let id = RowId(r.uuid(0)?);
             let key: String = r.get(1)?;
             let seq: i64 = r.get(2)?;
@@ -223,7 +226,11 @@ impl OutboxStore for MysqlStore {
                 .map_err(&fail)?;
             // A run never skips a row: it ends before the first row that is not due.
             for row in &rows {
-                let due: i64 = Reader { row, during: DURING }.get(9)?;
+                let due: i64 = Reader {
+                    row,
+                    during: DURING,
+                }
+                .get(9)?;
                 if due == 0 {
                     break;
                 }

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use queuebox_store::{
-    Claim, ClaimedRow, OutboxStore, PendingStats, RunStart, StoreAction, StoreError,
-    TerminalWrite,
+    Claim, ClaimedRow, OutboxStore, PendingStats, RunStart, StoreAction, StoreError, TerminalWrite,
 };
 use rusqlite::named_params;
 use uuid::Uuid;

@@ -115,11 +115,17 @@ async fn out_13a_one_hot_key_across_two_replicas_and_a_kill_9_arrives_in_order()
             "request {i}: {n} arrived after {highest} (around: {:?})",
             &seen[i.saturating_sub(3)..(i + 3).min(seen.len())]
         );
-        assert!(*n <= highest + 1, "request {i}: {n} skipped ahead of {highest}");
+        assert!(
+            *n <= highest + 1,
+            "request {i}: {n} skipped ahead of {highest}"
+        );
         highest = *n;
     }
     assert_eq!(highest, ROWS);
-    assert!(receiver.count() > at_kill, "the survivors delivered the rest");
+    assert!(
+        receiver.count() > at_kill,
+        "the survivors delivered the rest"
+    );
     let reclaimed = [&b, &a2]
         .iter()
         .map(|s| {
@@ -127,7 +133,10 @@ async fn out_13a_one_hot_key_across_two_replicas_and_a_kill_9_arrives_in_order()
                 .unwrap_or(0.0)
         })
         .sum::<f64>();
-    assert!(reclaimed >= 1.0, "the killed replica's run came back by the reclaim");
+    assert!(
+        reclaimed >= 1.0,
+        "the killed replica's run came back by the reclaim"
+    );
     // Runs happened: a claim and its run claim each write one `claimed_at` for all their rows,
     // so the rows were claimed in far fewer statements than rows (one row per key in flight
     // would give 3000).
@@ -137,7 +146,10 @@ async fn out_13a_one_hot_key_across_two_replicas_and_a_kill_9_arrives_in_order()
         .await
         .unwrap()
         .get(0);
-    assert!(claims < ROWS / 4, "{claims} claim statements for {ROWS} rows");
+    assert!(
+        claims < ROWS / 4,
+        "{claims} claim statements for {ROWS} rows"
+    );
     assert_eq!(b.stop(), Some(0));
     assert_eq!(a2.stop(), Some(0));
     schema.drop().await;

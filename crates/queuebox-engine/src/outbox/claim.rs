@@ -193,7 +193,7 @@ fn start(
     match head {
         Step::Publish(mut job) => {
             job.run = rest;
-            let _ = outlets.jobs.send(job);
+            let _ = outlets.jobs.send(*job);
         }
         Step::Ready(mut completion) => {
             completion.run = rest;
@@ -251,7 +251,7 @@ fn register(
                 keyed,
             };
             shared.held.insert(claim, entry);
-            Step::Publish(Job {
+            Step::Publish(Box::new(Job {
                 claim,
                 message,
                 depth: DepthGuard::new(handles.depth()),
@@ -262,7 +262,7 @@ fn register(
                 log,
                 token,
                 run: None,
-            })
+            }))
         }
     }
 }

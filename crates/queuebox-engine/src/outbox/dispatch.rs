@@ -19,8 +19,8 @@ use super::PollerContext;
 use super::guard::{self, DestinationGuard};
 use super::held::{Stage, Start};
 use super::route::OutboxTransforms;
-use super::run::RunRest;
 use super::row::{RowLog, jitter, row_event, terminal_write};
+use super::run::RunRest;
 use super::writer::Completion;
 use crate::transform::{MessageIds, OnError, Rejected};
 use queuebox_telemetry::{

@@ -31,7 +31,8 @@ use queuebox_telemetry::Table;
 /// A claimed row, ready to go: to a publish slot, or straight to the writer (no route, an
 /// invalid row: OUT-19 steps 1–2).
 pub enum Step {
-    Publish(Job),
+    /// Boxed: a job is large, and a run holds up to `keyRunLength` steps.
+    Publish(Box<Job>),
     Ready(Completion),
 }
 
@@ -95,7 +96,7 @@ impl RunRest {
         match step {
             Step::Publish(mut job) => {
                 job.run = rest;
-                let _ = self.outlets.jobs.send(job);
+                let _ = self.outlets.jobs.send(*job);
             }
             Step::Ready(mut completion) => {
                 completion.run = rest;
@@ -247,7 +248,12 @@ mod tests {
 
     #[test]
     fn out_13a_runs_share_the_room_in_claim_order_and_skip_keyless_rows() {
-        let rows = [row(Some("a"), 1), row(None, 2), row(Some("b"), 3), row(Some("c"), 4)];
+        let rows = [
+            row(Some("a"), 1),
+            row(None, 2),
+            row(Some("b"), 3),
+            row(Some("c"), 4),
+        ];
         let starts = run_starts(&rows, 40, 32);
         let limits: Vec<(i64, u32)> = starts
             .iter()
@@ -257,7 +263,10 @@ mod tests {
             })
             .collect();
         assert_eq!(limits, vec![(1, 31), (3, 9)]);
-        assert!(run_starts(&rows, 40, 1).is_empty(), "keyRunLength 1: no runs");
+        assert!(
+            run_starts(&rows, 40, 1).is_empty(),
+            "keyRunLength 1: no runs"
+        );
         assert!(run_starts(&rows, 0, 32).is_empty(), "no room: no runs");
     }
 

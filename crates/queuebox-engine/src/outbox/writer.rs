@@ -183,8 +183,10 @@ fn settle(shared: &PollerContext, completion: Completion, written: &HashSet<Clai
     // OUT-13a: the next row of a run goes out only now that this one is committed `sent` or
     // `dead`; after a retry the rest of the run must not overtake it, so it is released (the
     // drop of `run`).
-    if matches!(write, TerminalWrite::Sent { .. } | TerminalWrite::Dead { .. })
-        && let Some(run) = run
+    if matches!(
+        write,
+        TerminalWrite::Sent { .. } | TerminalWrite::Dead { .. }
+    ) && let Some(run) = run
     {
         run.hand_on();
     }

@@ -51,7 +51,12 @@ pub(crate) async fn out_13a_a_run_takes_the_next_due_rows_of_its_key_in_order(
     let b = NewOutboxRow::new("t").key("b");
     let keyless = NewOutboxRow::new("t");
     let mut all = a.clone();
-    all.extend([a_future.clone(), a_after.clone(), b.clone(), keyless.clone()]);
+    all.extend([
+        a_future.clone(),
+        a_after.clone(),
+        b.clone(),
+        keyless.clone(),
+    ]);
     db.insert_outbox(&layout, &all).await;
 
     let head = store.claim(1, LONG_LEASE).await.expect("claim");
@@ -100,7 +105,12 @@ pub(crate) async fn out_13a_a_run_takes_the_next_due_rows_of_its_key_in_order(
         "a stale token takes nothing"
     );
     // The whole run sent in order: the future row still holds back the row behind it.
-    for claim in [head[0].claim, first[0].claim, first[1].claim, second[0].claim] {
+    for claim in [
+        head[0].claim,
+        first[0].claim,
+        first[1].claim,
+        second[0].claim,
+    ] {
         sent(&*store, claim).await;
     }
     assert!(store.claim(10, LONG_LEASE).await.expect("claim").is_empty());
@@ -148,7 +158,10 @@ pub(crate) async fn out_13a_a_failure_mid_run_lets_nothing_overtake(
     assert_eq!(again[0].attempt, 1);
     let run = run_after(&*store, again[0].claim, 10, LONG_LEASE).await;
     assert_eq!(ids_of(&run), vec![a[2].id, a[3].id]);
-    assert!(run.iter().all(|r| r.attempt == 0), "a release counts no attempt");
+    assert!(
+        run.iter().all(|r| r.attempt == 0),
+        "a release counts no attempt"
+    );
     db.cleanup().await;
 }
 
@@ -185,7 +198,9 @@ pub(crate) async fn out_13a_a_lost_lease_mid_run_keeps_order_through_the_reclaim
             .expect("renew")
             .is_empty()
     );
-    let late = TerminalWrite::Sent { claim: run[0].claim };
+    let late = TerminalWrite::Sent {
+        claim: run[0].claim,
+    };
     assert!(store.finish(&[late]).await.expect("finish").is_empty());
 
     let others = store.claim(10, LONG_LEASE).await.expect("claim");
@@ -196,7 +211,11 @@ pub(crate) async fn out_13a_a_lost_lease_mid_run_keeps_order_through_the_reclaim
     );
     sent(&*store, heads[0].claim).await;
     let next = store.claim(10, LONG_LEASE).await.expect("claim");
-    assert_eq!(ids_of(&next), vec![a[1].id], "reclaimed rows go out in order");
+    assert_eq!(
+        ids_of(&next),
+        vec![a[1].id],
+        "reclaimed rows go out in order"
+    );
     let run = run_after(&*store, next[0].claim, 10, LONG_LEASE).await;
     assert_eq!(ids_of(&run), vec![a[2].id]);
     db.cleanup().await;
@@ -216,7 +235,8 @@ pub(crate) async fn out_13a_two_replicas_with_runs_never_share_a_key(
         .collect();
     db.insert_outbox(&layout, &rows).await;
     let second = db.store(layout.clone()).await;
-    let sequence_of: HashMap<Uuid, usize> = rows.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
+    let sequence_of: HashMap<Uuid, usize> =
+        rows.iter().enumerate().map(|(i, r)| (r.id, i)).collect();
 
     let order: Mutex<BTreeMap<String, Vec<usize>>> = Mutex::new(BTreeMap::new());
     let replicas = [&*first as &dyn OutboxStore, &*second]
@@ -248,7 +268,14 @@ async fn replica(
     total: usize,
 ) {
     let mut idle = 0;
-    while order.lock().expect("order").values().map(Vec::len).sum::<usize>() < total {
+    while order
+        .lock()
+        .expect("order")
+        .values()
+        .map(Vec::len)
+        .sum::<usize>()
+        < total
+    {
         let heads = store.claim(2, LONG_LEASE).await.expect("claim");
         if heads.is_empty() {
             idle += 1;
@@ -268,7 +295,10 @@ async fn replica(
         let runs = store.claim_run(&starts, LONG_LEASE).await.expect("run");
         let mut by_key: BTreeMap<String, Vec<ClaimedRow>> = BTreeMap::new();
         for row in heads.into_iter().chain(runs) {
-            by_key.entry(row.key.clone().expect("keyed")).or_default().push(row);
+            by_key
+                .entry(row.key.clone().expect("keyed"))
+                .or_default()
+                .push(row);
         }
         for (key, rows) in &by_key {
             for row in rows {
