@@ -83,7 +83,7 @@ async fn out_13a_one_hot_key_across_two_replicas_and_a_kill_9_arrives_in_order()
     sql.push_str("COMMIT;");
     schema.client().batch_execute(&sql).await.unwrap();
     receiver
-        .wait_for(Duration::from_secs(120), "the first 300 deliveries", |r| {
+        .wait_for(Duration::from_secs(600), "the first 300 deliveries", |r| {
             r.len() >= 300
         })
         .await;
@@ -97,7 +97,7 @@ async fn out_13a_one_hot_key_across_two_replicas_and_a_kill_9_arrives_in_order()
     );
     let a2 = Service::start("hotkey-a2", &cfg);
     receiver
-        .wait_for(Duration::from_secs(300), "every row delivered", |r| {
+        .wait_for(Duration::from_secs(600), "every row delivered", |r| {
             numbers(r).into_iter().collect::<BTreeSet<_>>().len() == ROWS as usize
         })
         .await;
