@@ -329,9 +329,11 @@ pub fn render(o: &Outcome) -> String {
             w,
             "{} pending rows, all of the one key `hot` (otherwise the rows above), inserted and \
              analyzed in one transaction; QueueBox at its defaults drains them to the receiver, \
-             one row of the key in flight at a time (OUT-13). The SQL floor runs \
-             `qb-sql-floor` on a fresh copy of the same rows: claim, then mark `sent`, until a \
-             claim returns nothing (one row per claim, as the key allows).\n",
+             one row of the key published at a time, each after the previous one's `sent`, the \
+             rows claimed in runs of up to `outbox.keyRunLength` (OUT-13, OUT-13a). The SQL \
+             floor runs `qb-sql-floor` on a fresh copy of the same rows: claim, then mark \
+             `sent`, until a claim returns nothing (one row per claim, as a key allows without \
+             runs).\n",
             grouped(hd.rows)
         );
         let _ = writeln!(w, "| | |\n|---|---|");

@@ -55,6 +55,9 @@ pub struct OutboxConfig {
     pub claim_timeout_ms: u64,
     pub pending_gauge_interval_ms: u64,
     pub shutdown_timeout_ms: u64,
+    /// OUT-13a: most consecutive rows of one key one replica claims as a run (1 = one row per
+    /// key in flight).
+    pub key_run_length: u32,
     pub capture_mode: CaptureMode,
 }
 

@@ -50,6 +50,7 @@ pub(crate) fn read_outbox(
     let pending_gauge_interval_ms =
         get!(cx, s, "pendingGaugeIntervalMs", 5000, |p, n| ms(cx, &p, n));
     let shutdown_timeout_ms = get!(cx, s, "shutdownTimeoutMs", 30_000, |p, n| ms(cx, &p, n));
+    let key_run_length = get!(cx, s, "keyRunLength", 32, |p, n| count(cx, &p, n));
     let capture_node = s.node("capture");
     let mut capture = Sec::open(cx, "outbox.capture", capture_node);
     let capture_mode = get!(cx, capture, "mode", CaptureMode::Polling, |p, n| {
@@ -72,6 +73,7 @@ pub(crate) fn read_outbox(
             "claimTimeoutMs",
             "pendingGaugeIntervalMs",
             "shutdownTimeoutMs",
+            "keyRunLength",
             "capture",
         ],
     );
@@ -103,6 +105,7 @@ pub(crate) fn read_outbox(
         claim_timeout_ms,
         pending_gauge_interval_ms,
         shutdown_timeout_ms,
+        key_run_length,
         capture_mode,
     }
 }

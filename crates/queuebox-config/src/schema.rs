@@ -234,6 +234,7 @@ pub(crate) static ROOT: Shape = Section(&[
             ("claimTimeoutMs", &Leaf),
             ("pendingGaugeIntervalMs", &Leaf),
             ("shutdownTimeoutMs", &Leaf),
+            ("keyRunLength", &Leaf),
             ("capture", &Section(&[("mode", &Leaf)])),
         ]),
     ),

@@ -176,6 +176,19 @@ fn cfg_46_outbox_defaults() {
 }
 
 #[test]
+fn out_13a_key_run_length_defaults_to_32_and_must_be_positive() {
+    assert_eq!(ok(DB).config.outbox.key_run_length, 32);
+    let one = ok(&with_db("outbox:\n  keyRunLength: 1\n"));
+    assert_eq!(one.config.outbox.key_run_length, 1);
+    let refused = errors(&with_db("outbox:\n  keyRunLength: 0\n"));
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert!(
+        refused[0].starts_with("- outbox.keyRunLength: "),
+        "{refused:?}"
+    );
+}
+
+#[test]
 fn cfg_47_inbox_base_path_rules() {
     let i = ok(DB).config.inbox;
     assert_eq!(

@@ -147,6 +147,14 @@ impl OutboxStore for Counting {
         Ok(rows)
     }
 
+    async fn claim_run(
+        &self,
+        runs: &[queuebox_store::RunStart],
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRow>, StoreError> {
+        self.inner.claim_run(runs, lease).await
+    }
+
     async fn renew(&self, claims: &[Claim], lease: Duration) -> Result<Vec<Claim>, StoreError> {
         self.inner.renew(claims, lease).await
     }

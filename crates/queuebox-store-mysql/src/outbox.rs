@@ -8,9 +8,11 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use mysql_async::{Row, Value};
+use mysql_async::prelude::Queryable;
+use mysql_async::{Row, TxOpts, Value};
 use queuebox_store::{
-    Claim, ClaimToken, ClaimedRow, OutboxStore, PendingStats, RowId, StoreError, TerminalWrite,
+    Claim, ClaimToken, ClaimedRow, OutboxStore, PendingStats, RowId, RunStart, StoreError,
+    TerminalWrite,
 };
 use uuid::Uuid;
 
@@ -170,6 +172,100 @@ impl OutboxStore for MysqlStore {
                 ),
             }),
         }
+    }
+
+    async fn claim_run(
+        &self,
+        runs: &[RunStart],
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRow>, StoreError> {
+        const DURING: &str = "claiming a run of outbox rows";
+        let runs: Vec<RunStart> = runs.iter().copied().filter(|r| r.limit > 0).collect();
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let fail = self.fail(DURING);
+        let mut conn = self.conn(DURING).await?;
+        // An error drops the transaction, which rolls it back.
+        let mut tx = conn
+            .start_transaction(TxOpts::default())
+            .await
+            .map_err(&fail)?;
+        let afters: Vec<Claim> = runs.iter().map(|r| r.after).collect();
+        let fence = &self.sql.outbox_run_fence;
+        let held: Vec<Row> = tx
+            .exec(
+                &fence.sql,
+                fence.params(&[("claims", json(&claims_json(&afters)))]),
+            )
+            .await
+            .map_err(&fail)?;
+        let mut claimed = Vec::new();
+        for row in &held {
+            let r = Reader {
+                row,
+                during: DURING,
+            };
+            let id = RowId(r.uuid(0)?);
+            let key: String = r.get(1)?;
+            let seq: i64 = r.get(2)?;
+            let Some(run) = runs.iter().find(|run| run.after.id == id) else {
+                continue;
+            };
+            let next = &self.sql.outbox_run_next;
+            let rows: Vec<Row> = tx
+                .exec(
+                    &next.sql,
+                    next.params(&[
+                        ("key", Value::from(key)),
+                        ("seq", Value::from(seq)),
+                        ("limit", Value::from(run.limit)),
+                    ]),
+                )
+                .await
+                .map_err(&fail)?;
+            // A run never skips a row: it ends before the first row that is not due.
+            for row in &rows {
+                let due: i64 = Reader {
+                    row,
+                    during: DURING,
+                }
+                .get(9)?;
+                if due == 0 {
+                    break;
+                }
+                claimed.push(claimed_row(row, Uuid::new_v4())?);
+            }
+        }
+        if claimed.is_empty() {
+            tx.commit().await.map_err(&fail)?;
+            return Ok(Vec::new());
+        }
+        let claims: Vec<Claim> = claimed.iter().map(|c| c.claim).collect();
+        let update = &self.sql.outbox_claim_update;
+        tx.exec_drop(
+            &update.sql,
+            update.params(&[
+                ("claims", json(&claims_json(&claims))),
+                ("lease_ms", millis(lease)),
+            ]),
+        )
+        .await
+        .map_err(&fail)?;
+        let changed = tx.affected_rows();
+        if changed != claimed.len() as u64 {
+            // The rows are locked since the read, so this cannot happen; rolled back if it did.
+            return Err(StoreError::Database {
+                action: queuebox_store::StoreAction::UseDatabase,
+                during: DURING,
+                reason: format!(
+                    "the run claim locked {} rows but changed {changed}",
+                    claimed.len()
+                ),
+            });
+        }
+        tx.commit().await.map_err(&fail)?;
+        Ok(claimed)
     }
 
     async fn renew(&self, claims: &[Claim], lease: Duration) -> Result<Vec<Claim>, StoreError> {

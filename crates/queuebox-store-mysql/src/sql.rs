@@ -59,6 +59,8 @@ files! {
     OUTBOX_CLAIM_SELECT = "outbox/claim_select.sql";
     OUTBOX_CLAIM_UPDATE = "outbox/claim_update.sql";
     OUTBOX_FENCE = "outbox/fence.sql";
+    OUTBOX_RUN_FENCE = "outbox/run_fence.sql";
+    OUTBOX_RUN_NEXT = "outbox/run_next.sql";
     OUTBOX_RENEW = "outbox/renew.sql";
     OUTBOX_FINISH = "outbox/finish.sql";
     OUTBOX_RELEASE = "outbox/release.sql";
@@ -243,6 +245,8 @@ pub(crate) struct Statements {
     pub(crate) outbox_claim_select: Stmt,
     pub(crate) outbox_claim_update: Stmt,
     pub(crate) outbox_fence: Stmt,
+    pub(crate) outbox_run_fence: Stmt,
+    pub(crate) outbox_run_next: Stmt,
     pub(crate) outbox_renew: Stmt,
     pub(crate) outbox_finish: Stmt,
     pub(crate) outbox_release: Stmt,
@@ -326,6 +330,8 @@ impl Statements {
             outbox_claim_select: o(OUTBOX_CLAIM_SELECT, &["limit"])?,
             outbox_claim_update: o(OUTBOX_CLAIM_UPDATE, &["claims", "lease_ms"])?,
             outbox_fence: o(OUTBOX_FENCE, &["claims"])?,
+            outbox_run_fence: o(OUTBOX_RUN_FENCE, &["claims"])?,
+            outbox_run_next: o(OUTBOX_RUN_NEXT, &["key", "seq", "limit"])?,
             outbox_renew: o(OUTBOX_RENEW, &["claims", "lease_ms"])?,
             outbox_finish: o(OUTBOX_FINISH, &["writes"])?,
             outbox_release: o(OUTBOX_RELEASE, &["claims"])?,

@@ -9,8 +9,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use deadpool_postgres::Object;
 use queuebox_store::{
-    Claim, ClaimToken, ClaimedRow, OutboxStore, PendingStats, RowId, StoreAction, StoreError,
-    TerminalWrite,
+    Claim, ClaimToken, ClaimedRow, OutboxStore, PendingStats, RowId, RunStart, StoreAction,
+    StoreError, TerminalWrite,
 };
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -167,6 +167,32 @@ impl OutboxStore for PgStore {
                 DURING,
                 &self.outbox_sql.claim,
                 &[&i64::from(limit), &millis(lease)],
+            )
+            .await?;
+        rows.iter()
+            .map(claimed_row)
+            .collect::<Result<_, _>>()
+            .map_err(self.pg_fail(DURING))
+    }
+
+    async fn claim_run(
+        &self,
+        runs: &[RunStart],
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRow>, StoreError> {
+        const DURING: &str = "claiming a run of outbox rows";
+        let runs: Vec<&RunStart> = runs.iter().filter(|r| r.limit > 0).collect();
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = runs.iter().map(|r| r.after.id.0).collect();
+        let tokens: Vec<Uuid> = runs.iter().map(|r| r.after.token.0).collect();
+        let limits: Vec<i64> = runs.iter().map(|r| i64::from(r.limit)).collect();
+        let rows = self
+            .rows(
+                DURING,
+                &self.outbox_sql.claim_run,
+                &[&ids, &tokens, &limits, &millis(lease)],
             )
             .await?;
         rows.iter()

@@ -13,6 +13,7 @@ use crate::sql;
 #[derive(Debug)]
 pub(crate) struct OutboxSql {
     pub(crate) claim: String,
+    pub(crate) claim_run: String,
     pub(crate) renew: String,
     pub(crate) finish: String,
     pub(crate) release: String,
@@ -29,6 +30,11 @@ impl OutboxSql {
                 "outbox/claim.sql",
                 sql::OUTBOX_CLAIM,
                 &["limit", "lease_ms"],
+            )?,
+            claim_run: fill(
+                "outbox/claim_run.sql",
+                sql::OUTBOX_CLAIM_RUN,
+                &["ids", "tokens", "limits", "lease_ms"],
             )?,
             renew: fill(
                 "outbox/renew.sql",
@@ -63,9 +69,10 @@ mod tests {
     use super::*;
     use queuebox_core::SqlIdentifier;
 
-    fn all(sql: &OutboxSql) -> [(&'static str, &str); 6] {
+    fn all(sql: &OutboxSql) -> [(&'static str, &str); 7] {
         [
             ("claim", &sql.claim),
+            ("claim_run", &sql.claim_run),
             ("renew", &sql.renew),
             ("finish", &sql.finish),
             ("release", &sql.release),
@@ -83,6 +90,7 @@ mod tests {
         }
         for template in [
             sql::OUTBOX_CLAIM,
+            sql::OUTBOX_CLAIM_RUN,
             sql::OUTBOX_RENEW,
             sql::OUTBOX_FINISH,
             sql::OUTBOX_RELEASE,

@@ -49,6 +49,7 @@ pub(crate) const UNLOCK: &str = include_str!("../queries/lock/unlock.sql");
 pub(crate) const NOTIFY_FUNCTION: &str = include_str!("../queries/notify/create_function.sql");
 pub(crate) const NOTIFY_TRIGGER: &str = include_str!("../queries/notify/create_trigger.sql");
 pub(crate) const OUTBOX_CLAIM: &str = include_str!("../queries/outbox/claim.sql");
+pub(crate) const OUTBOX_CLAIM_RUN: &str = include_str!("../queries/outbox/claim_run.sql");
 pub(crate) const OUTBOX_RENEW: &str = include_str!("../queries/outbox/renew.sql");
 pub(crate) const OUTBOX_FINISH: &str = include_str!("../queries/outbox/finish.sql");
 pub(crate) const OUTBOX_RELEASE: &str = include_str!("../queries/outbox/release.sql");

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use queuebox_store::{
-    Claim, ClaimedRow, OutboxStore, PendingStats, StoreAction, StoreError, TerminalWrite,
+    Claim, ClaimedRow, OutboxStore, PendingStats, RunStart, StoreAction, StoreError, TerminalWrite,
 };
 use rusqlite::named_params;
 use uuid::Uuid;
@@ -53,6 +53,21 @@ fn finish_json(writes: &[TerminalWrite]) -> String {
         })
         .collect();
     serde_json::Value::Array(items).to_string()
+}
+
+/// One row of a claim's RETURNING, in the column order of `claim.sql` and `claim_run.sql`.
+fn claimed_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ClaimedRow> {
+    Ok(ClaimedRow {
+        claim: rows::claim(rows::uuid(r, 0)?, rows::uuid(r, 1)?),
+        topic: r.get(2)?,
+        key: r.get(3)?,
+        payload: r.get(4)?,
+        headers: r.get(5)?,
+        aggregate_type: r.get(6)?,
+        attempt: r.get(7)?,
+        max_attempts: r.get(8)?,
+        sequence: r.get(9)?,
+    })
 }
 
 impl SqliteStore {
@@ -101,20 +116,7 @@ impl OutboxStore for SqliteStore {
                 let mut stmt = tx.prepare_cached(&sql.outbox_claim)?;
                 let rows = stmt.query_map(
                     named_params! {":limit": limit, ":lease_ms": lease_ms},
-                    |r| {
-                        let row = ClaimedRow {
-                            claim: rows::claim(rows::uuid(r, 0)?, rows::uuid(r, 1)?),
-                            topic: r.get(2)?,
-                            key: r.get(3)?,
-                            payload: r.get(4)?,
-                            headers: r.get(5)?,
-                            aggregate_type: r.get(6)?,
-                            attempt: r.get(7)?,
-                            max_attempts: r.get(8)?,
-                            sequence: r.get(9)?,
-                        };
-                        Ok((r.get::<_, String>(10)?, row))
-                    },
+                    |r| Ok((r.get::<_, String>(10)?, claimed_row(r)?)),
                 )?;
                 rows.collect::<rusqlite::Result<Vec<(String, ClaimedRow)>>>()
             })
@@ -122,6 +124,42 @@ impl OutboxStore for SqliteStore {
         // RETURNING has no order: the claim's order is (scheduled_at, sequence) (OUT-15).
         claimed.sort_by(|a, b| (&a.0, a.1.sequence).cmp(&(&b.0, b.1.sequence)));
         Ok(claimed.into_iter().map(|(_, row)| row).collect())
+    }
+
+    async fn claim_run(
+        &self,
+        runs: &[RunStart],
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRow>, StoreError> {
+        let lease_ms = millis(lease);
+        let runs: Vec<RunStart> = runs.iter().copied().filter(|r| r.limit > 0).collect();
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut claimed = self
+            .write("claiming a run of outbox rows", move |tx, sql| {
+                let mut stmt = tx.prepare_cached(&sql.outbox_claim_run)?;
+                let mut all = Vec::new();
+                for run in runs {
+                    let rows = stmt.query_map(
+                        named_params! {
+                            ":id": run.after.id.0.to_string(),
+                            ":token": run.after.token.0.to_string(),
+                            ":limit": run.limit,
+                            ":lease_ms": lease_ms,
+                        },
+                        claimed_row,
+                    )?;
+                    for row in rows {
+                        all.push(row?);
+                    }
+                }
+                Ok(all)
+            })
+            .await?;
+        // RETURNING has no order: a run's order is its key's sequence (OUT-13a).
+        claimed.sort_by(|a, b| (&a.key, a.sequence).cmp(&(&b.key, b.sequence)));
+        Ok(claimed)
     }
 
     async fn renew(&self, claims: &[Claim], lease: Duration) -> Result<Vec<Claim>, StoreError> {

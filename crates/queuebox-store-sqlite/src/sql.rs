@@ -142,6 +142,7 @@ statements! {
     history_select = "history/select.sql", no_names, [];
     history_versions = "history/versions.sql", no_names, [];
     outbox_claim = "outbox/claim.sql", outbox_names, [["limit", "lease_ms"]];
+    outbox_claim_run = "outbox/claim_run.sql", outbox_names, [["id", "token", "limit", "lease_ms"]];
     outbox_renew = "outbox/renew.sql", outbox_names, [["claims", "lease_ms"]];
     outbox_finish = "outbox/finish.sql", outbox_names, [["writes"]];
     outbox_release = "outbox/release.sql", outbox_names, [["claims"]];

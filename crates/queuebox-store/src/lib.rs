@@ -57,7 +57,7 @@ pub use operator::{
     InboxSummary, ListCursor, OPERATOR_CHUNK, OperatorStore, OutboxFilter, OutboxMessage,
     OutboxState, OutboxSummary, Page, PageRequest, StateCount, StateCounts, run_in_chunks,
 };
-pub use outbox::{Claim, ClaimedRow, OutboxStore, PendingStats, TerminalWrite};
+pub use outbox::{Claim, ClaimedRow, OutboxStore, PendingStats, RunStart, TerminalWrite};
 pub use relay::{ForwardedRow, InboxBacklog, RelayRow, RelayStore, SourceBacklog};
 pub use retention::{RetentionRule, RetentionStore};
 pub use store::{PoolStatus, SchemaStore, Store};

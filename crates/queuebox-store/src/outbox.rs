@@ -67,6 +67,14 @@ impl TerminalWrite {
     }
 }
 
+/// One run to extend (OUT-13a): the held row the run follows, and how many more rows of its key
+/// the run may take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunStart {
+    pub after: Claim,
+    pub limit: u32,
+}
+
 /// The pending gauges (MET catalogue): rows in `pending`, and the age by the database clock of
 /// the oldest due one (0 when none is due); and the operator gauges read with them: the age of
 /// the oldest `pending` row by `created_at`, due or not (0 when none), and rows in `dead`.
@@ -88,6 +96,19 @@ pub trait OutboxStore: Send + Sync {
     /// `lease` from the database clock and a new token per row. Atomic: concurrent claimers never
     /// take the same row or two rows of one key.
     async fn claim(&self, limit: u32, lease: Duration) -> Result<Vec<ClaimedRow>, StoreError>;
+
+    /// OUT-13a, the run claim: for each `after` that still holds (the fence of OUT-41) and has a
+    /// key, claims up to `limit` further rows of that key, the `pending` rows that follow it in
+    /// `sequence` order, ending before the first row that is not due (or not `pending`). A run
+    /// never skips a row: the rows it takes are consecutive in the key. Leases and tokens as
+    /// OUT-16. The answer is grouped by key, each key in `sequence` order. Atomic; no other
+    /// claimer can take these rows meanwhile, because the held row keeps them from being the
+    /// head of their key (OUT-13).
+    async fn claim_run(
+        &self,
+        runs: &[RunStart],
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRow>, StoreError>;
 
     /// OUT-40/41: extends the lease of every claim still held; returns those renewed.
     async fn renew(&self, claims: &[Claim], lease: Duration) -> Result<Vec<Claim>, StoreError>;

@@ -25,6 +25,7 @@ pub fn outbox_settings(config: &Config) -> OutboxSettings {
         claim_timeout: Duration::from_millis(outbox.claim_timeout_ms),
         pending_gauge_interval: Duration::from_millis(outbox.pending_gauge_interval_ms),
         shutdown_timeout: Duration::from_millis(outbox.shutdown_timeout_ms),
+        key_run_length: outbox.key_run_length,
     }
 }
 

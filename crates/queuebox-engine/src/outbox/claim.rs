@@ -2,13 +2,15 @@
 //! (waiting for a slot plus publishing plus finishing) are fewer than `batchSize` and at most
 //! the low-water mark `max(batchSize / 2, concurrency)`, one claim at a time, asking for the
 //! difference; go again as soon as that holds after a full answer, otherwise wait
-//! `pollIntervalMs`, a wake-up, or a keyed row of this replica finishing.
+//! `pollIntervalMs`, a wake-up, or a keyed row of this replica finishing. A claim that left
+//! room is followed by the run claim of its keyed rows (OUT-13a, run.rs).
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
 use queuebox_core::redact::redact;
-use queuebox_store::ClaimedRow;
+use queuebox_store::{Claim, ClaimedRow};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -16,6 +18,7 @@ use super::PollerContext;
 use super::dispatch::{DepthGuard, Job};
 use super::held::{Entry, Stage};
 use super::row::{Prepared, prepare};
+use super::run::{RunOutlets, RunRest, Step, group_runs, run_starts};
 use super::writer::Completion;
 use crate::repeat::RepeatLog;
 
@@ -23,6 +26,8 @@ use crate::repeat::RepeatLog;
 pub struct Outlets {
     pub jobs: mpsc::UnboundedSender<Job>,
     pub completions: mpsc::UnboundedSender<Completion>,
+    /// Where the rows of a run that ended early go to be released (run.rs).
+    pub releases: mpsc::UnboundedSender<Vec<(Claim, Entry)>>,
     /// The parent of every row token: cancelled at the abandon (OUT-58 step 4).
     pub abandon: CancellationToken,
 }
@@ -41,6 +46,7 @@ pub async fn run_claims(
     let low_water = low_water(batch_size, shared.settings.concurrency);
     let mut counts = shared.held.subscribe();
     let mut failures = RepeatLog::default();
+    let mut run_failures = RepeatLog::default();
     loop {
         let ready = tokio::select! {
             biased;
@@ -65,9 +71,19 @@ pub async fn run_claims(
                 if let Some(repeats) = failures.success() {
                     tracing::info!(repeats, "Claiming outbox messages works again.");
                 }
-                let full = rows.len() >= want as usize;
-                rows.into_iter()
-                    .for_each(|row| start(&shared, &outlets, row, lease_deadline));
+                // OUT-13a: the room this claim left goes to runs of its keyed rows.
+                let room = (want as usize).saturating_sub(rows.len());
+                let mut runs = claim_runs(&shared, &rows, room, &mut run_failures).await;
+                let got = rows.len() + runs.values().map(Vec::len).sum::<usize>();
+                let full = got >= want as usize;
+                for row in rows {
+                    let run = row
+                        .key
+                        .as_deref()
+                        .and_then(|k| runs.remove(k))
+                        .unwrap_or_default();
+                    start(&shared, &outlets, row, run, lease_deadline);
+                }
                 if full {
                     continue;
                 }
@@ -112,11 +128,91 @@ pub fn wants_claim(held: usize, batch_size: u32, low_water: u64) -> bool {
     held < u64::from(batch_size) && held <= low_water
 }
 
+/// The run claim after a claim (OUT-13a): runs of the keyed rows within `room`. A failure is
+/// transient: the claimed rows go out alone, and the next cycle tries again.
+async fn claim_runs(
+    shared: &PollerContext,
+    rows: &[ClaimedRow],
+    room: usize,
+    failures: &mut RepeatLog,
+) -> HashMap<String, Vec<ClaimedRow>> {
+    let starts = run_starts(rows, room, shared.settings.key_run_length);
+    if starts.is_empty() {
+        return HashMap::new();
+    }
+    match shared
+        .store
+        .claim_run(&starts, shared.settings.claim_timeout)
+        .await
+    {
+        Ok(more) => {
+            if let Some(repeats) = failures.success() {
+                tracing::info!(repeats, "Claiming runs of one key works again.");
+            }
+            group_runs(rows, more)
+        }
+        Err(err) => {
+            if let Some(repeats) = failures.failure(Instant::now()) {
+                tracing::warn!(
+                    error = %redact(&err.to_string()),
+                    repeats,
+                    "Claiming a run of outbox messages of one key failed. The claimed messages go out one per key; the next claim tries again."
+                );
+            }
+            HashMap::new()
+        }
+    }
+}
+
 /// Registers a claimed row and hands it on: a row that ends at once goes to the writer, a
-/// routed one queues for a publish slot in claim order (OUT-53).
-fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow, lease_deadline: Instant) {
+/// routed one queues for a publish slot in claim order (OUT-53). With a run, the head carries
+/// the rest, which go out one after another (run.rs).
+fn start(
+    shared: &Arc<PollerContext>,
+    outlets: &Outlets,
+    row: ClaimedRow,
+    run: Vec<ClaimedRow>,
+    lease_deadline: Instant,
+) {
+    let last = run.len();
+    // Only the last row this replica holds of a key wakes the claim loop when it leaves.
+    let head = register(shared, outlets, row, lease_deadline, last == 0);
+    let rest: VecDeque<Step> = run
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| register(shared, outlets, r, lease_deadline, i + 1 == last))
+        .collect();
+    let rest = (!rest.is_empty()).then(|| {
+        let run_outlets = RunOutlets {
+            jobs: outlets.jobs.clone(),
+            completions: outlets.completions.clone(),
+            releases: outlets.releases.clone(),
+        };
+        RunRest::new(rest, Arc::clone(shared), run_outlets)
+    });
+    match head {
+        Step::Publish(mut job) => {
+            job.run = rest;
+            let _ = outlets.jobs.send(*job);
+        }
+        Step::Ready(mut completion) => {
+            completion.run = rest;
+            let _ = outlets.completions.send(completion);
+        }
+    }
+}
+
+/// Holds a claimed row (held.rs) and makes its next step. The lease deadline of a run row is
+/// its claim's, which was sent earlier than the run claim, so it is never after the real end.
+fn register(
+    shared: &PollerContext,
+    outlets: &Outlets,
+    row: ClaimedRow,
+    lease_deadline: Instant,
+    wakes: bool,
+) -> Step {
     let claim = row.claim;
-    let keyed = row.key.as_deref().is_some_and(|k| !k.is_empty());
+    let keyed = wakes && row.key.as_deref().is_some_and(|k| !k.is_empty());
     let claimed_at = Instant::now();
     let token = outlets.abandon.child_token();
     match prepare(row, &shared.routes) {
@@ -131,7 +227,11 @@ fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow, lease_deadl
                 keyed,
             };
             shared.held.insert(claim, entry);
-            let _ = outlets.completions.send(Completion { write, log });
+            Step::Ready(Completion {
+                write,
+                log,
+                run: None,
+            })
         }
         Prepared::Publish {
             message,
@@ -151,7 +251,7 @@ fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow, lease_deadl
                 keyed,
             };
             shared.held.insert(claim, entry);
-            let job = Job {
+            Step::Publish(Box::new(Job {
                 claim,
                 message,
                 depth: DepthGuard::new(handles.depth()),
@@ -161,8 +261,8 @@ fn start(shared: &PollerContext, outlets: &Outlets, row: ClaimedRow, lease_deadl
                 max_attempts,
                 log,
                 token,
-            };
-            let _ = outlets.jobs.send(job);
+                run: None,
+            }))
         }
     }
 }

@@ -20,6 +20,7 @@ use super::guard::{self, DestinationGuard};
 use super::held::{Stage, Start};
 use super::route::OutboxTransforms;
 use super::row::{RowLog, jitter, row_event, terminal_write};
+use super::run::RunRest;
 use super::writer::Completion;
 use crate::transform::{MessageIds, OnError, Rejected};
 use queuebox_telemetry::{
@@ -82,6 +83,8 @@ pub struct Job {
     pub log: Arc<RowLog>,
     pub token: CancellationToken,
     pub depth: DepthGuard,
+    /// The rest of the row's run (run.rs), if it has one.
+    pub run: Option<RunRest>,
 }
 
 /// Hands slots to jobs in the order the claim loop queued them (a FIFO channel and a fair
@@ -214,6 +217,7 @@ async fn publish(
                     let _ = done.send(Completion {
                         write,
                         log: job.log,
+                        run: job.run,
                     });
                 }
                 return;
@@ -254,6 +258,7 @@ async fn publish(
         let _ = done.send(Completion {
             write,
             log: job.log,
+            run: job.run,
         });
     }
 }

@@ -487,7 +487,11 @@ pub(super) async fn before_publish(
             };
             drop(j.depth);
             if shared.held.advance(&j.claim, Stage::Finishing) {
-                let _ = done.send(Completion { write, log: j.log });
+                let _ = done.send(Completion {
+                    write,
+                    log: j.log,
+                    run: j.run,
+                });
             }
             None
         }

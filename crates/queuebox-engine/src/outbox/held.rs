@@ -46,8 +46,10 @@ pub struct Entry {
     /// later, so this is never after the real end, whatever this process was doing meanwhile
     /// (a stall, a `SIGSTOP`): a publish is not started past it (OUT-43, [`lease_margin`]).
     pub lease_deadline: Instant,
-    /// The row has a key: when it leaves, the next row of its key may have become eligible, so
-    /// the claim loop's wait ends (OUT-54).
+    /// The row has a key and is the last this replica holds of it (alone, or the last row of a
+    /// run, run.rs): when it leaves, the next row of its key may have become eligible, so the
+    /// claim loop's wait ends (OUT-54). An earlier row of a run leaves no row eligible: the run's
+    /// next row still holds the key.
     pub keyed: bool,
 }
 
@@ -201,6 +203,19 @@ impl HeldRows {
         self.publish(&rows);
         lost.iter().for_each(|e| e.token.cancel());
         lost
+    }
+
+    /// A run ended early (run.rs): those of these rows still held leave, with their token
+    /// cancelled, to be released. No wake-up: the row that ended the run still holds its key.
+    pub fn take(&self, claims: &[Claim]) -> Vec<(Claim, Entry)> {
+        let mut rows = self.lock();
+        let taken: Vec<(Claim, Entry)> = claims
+            .iter()
+            .filter_map(|c| rows.remove(c).map(|e| (*c, e)))
+            .collect();
+        self.publish(&rows);
+        taken.iter().for_each(|(_, e)| e.token.cancel());
+        taken
     }
 
     /// OUT-58 step 2: every row whose publish has not started leaves, with its token cancelled,

@@ -14,6 +14,7 @@ mod held;
 mod renew;
 mod route;
 mod row;
+mod run;
 mod upkeep;
 mod writer;
 
@@ -56,6 +57,9 @@ pub struct OutboxSettings {
     pub claim_timeout: Duration,
     pub pending_gauge_interval: Duration,
     pub shutdown_timeout: Duration,
+    /// `outbox.keyRunLength` (OUT-13a): most rows of one key a claim cycle takes in a run; 1
+    /// is one row per key in flight.
+    pub key_run_length: u32,
 }
 
 impl Default for OutboxSettings {
@@ -72,6 +76,7 @@ impl Default for OutboxSettings {
             claim_timeout: Duration::from_millis(300_000),
             pending_gauge_interval: Duration::from_millis(5000),
             shutdown_timeout: Duration::from_millis(30_000),
+            key_run_length: 32,
         }
     }
 }
@@ -204,6 +209,7 @@ impl OutboxPoller {
         let stop_claims = cancel.child_token();
         let (jobs, job_rx) = mpsc::unbounded_channel();
         let (completions, completion_rx) = mpsc::unbounded_channel();
+        let (releases, release_rx) = mpsc::unbounded_channel();
 
         let mut helpers = Helpers::default();
         let s = || Arc::clone(&shared);
@@ -216,6 +222,10 @@ impl OutboxPoller {
             writer::run_writer(s(), completion_rx, abandon.clone()),
         );
         helpers.spawn("renewal", renew::run_renewal(s(), abandon.clone()));
+        helpers.spawn(
+            "run releases",
+            run::run_releases(s(), release_rx, abandon.clone()),
+        );
         helpers.spawn("reclaim", upkeep::run_reclaim(s(), stop_claims.clone()));
         helpers.spawn(
             "pending gauges",
@@ -225,6 +235,7 @@ impl OutboxPoller {
         let outlets = claim::Outlets {
             jobs,
             completions,
+            releases,
             abandon: abandon.clone(),
         };
         let claims = claim::run_claims(s(), self.wake, outlets, stop_claims.clone());

@@ -14,6 +14,7 @@ use tracing::Level;
 
 use super::PollerContext;
 use super::row::{RowLog, row_event};
+use super::run::RunRest;
 use crate::repeat::RepeatLog;
 use queuebox_telemetry::{OutboxStatus, Table};
 
@@ -29,6 +30,9 @@ const FINISH_RETRY_GAP: Duration = Duration::from_secs(1);
 pub struct Completion {
     pub write: TerminalWrite,
     pub log: Arc<RowLog>,
+    /// The rest of the row's run (run.rs): handed on once this write commits `sent` or `dead`,
+    /// released on any other end.
+    pub run: Option<RunRest>,
 }
 
 /// A completion not yet written, with its failed tries.
@@ -149,7 +153,7 @@ fn outcome_word(write: &TerminalWrite) -> &'static str {
 
 /// One row's answer: written (count, time, log) or lost (OUT-44).
 fn settle(shared: &PollerContext, completion: Completion, written: &HashSet<Claim>) {
-    let Completion { write, log } = completion;
+    let Completion { write, log, run } = completion;
     let claim = write.claim();
     let Some(entry) = shared.held.remove(&claim) else {
         return;
@@ -176,6 +180,16 @@ fn settle(shared: &PollerContext, completion: Completion, written: &HashSet<Clai
     metrics
         .outbox_processing_duration()
         .observe_duration(entry.claimed_at.elapsed());
+    // OUT-13a: the next row of a run goes out only now that this one is committed `sent` or
+    // `dead`; after a retry the rest of the run must not overtake it, so it is released (the
+    // drop of `run`).
+    if matches!(
+        write,
+        TerminalWrite::Sent { .. } | TerminalWrite::Dead { .. }
+    ) && let Some(run) = run
+    {
+        run.hand_on();
+    }
     match write {
         TerminalWrite::Sent { .. } => {
             metrics.outbox_messages(OutboxStatus::Sent).inc();
@@ -241,6 +255,7 @@ mod tests {
                 attempt: 0,
                 correlation_id: id.to_string(),
             }),
+            run: None,
         }
     }
 

@@ -395,6 +395,7 @@ pub fn settings() -> OutboxSettings {
         claim_timeout: Duration::from_secs(30),
         pending_gauge_interval: Duration::from_millis(200),
         shutdown_timeout: Duration::from_secs(5),
+        key_run_length: 32,
     }
 }
 
@@ -513,6 +514,14 @@ impl OutboxStore for Faulty {
             return Err(Self::error("claiming outbox rows"));
         }
         self.inner.claim(limit, lease).await
+    }
+
+    async fn claim_run(
+        &self,
+        runs: &[queuebox_store::RunStart],
+        lease: Duration,
+    ) -> Result<Vec<queuebox_store::ClaimedRow>, queuebox_store::StoreError> {
+        self.inner.claim_run(runs, lease).await
     }
 
     async fn renew(

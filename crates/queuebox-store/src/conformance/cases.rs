@@ -29,6 +29,9 @@ macro_rules! __conformance_case_list {
                 out_13_processing_row_blocks_its_key,
                 out_13_a_backlog_of_one_key_hides_no_row_behind_it,
                 out_13_one_key_backlog_drains_in_order,
+                out_13a_a_run_takes_the_next_due_rows_of_its_key_in_order,
+                out_13a_a_failure_mid_run_lets_nothing_overtake,
+                out_13a_a_lost_lease_mid_run_keeps_order_through_the_reclaim,
                 out_35_dead_head_releases_its_key,
                 out_15_limit_and_order,
                 out_16_claim_writes_token_times_and_lease,
@@ -98,6 +101,7 @@ macro_rules! __conformance_case_list {
             ]
             [
                 out_14_concurrent_claimers_never_share_a_row_or_a_key,
+                out_13a_two_replicas_with_runs_never_share_a_key,
                 rly_3_concurrent_relay_claims_never_share_a_row_or_an_aggregate,
                 ret_8_two_concurrent_retention_runs_are_safe,
             ]
