@@ -3,7 +3,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createBatchWorker, defaultRetryPolicy, type HandlerTransaction, type InboxBatchHandler, type InboxMessage, type WorkerOptions } from '../src/index.js';
-import { schemaOf, sleep, stopAll, waitFor, withDb, type Started, type TestDb } from './helpers.js';
+import { readFileSync } from 'node:fs';
+import { batchHandler } from '../examples/batch.js';
+import { PACKAGE_DIR, schemaOf, sleep, stopAll, waitFor, withDb, type Started, type TestDb } from './helpers.js';
 
 const insertApp = async (m: InboxMessage, tx: HandlerTransaction): Promise<void> =>
   void (await tx.query('INSERT INTO app_rows (message_id) VALUES ($1)', [m.id]));
@@ -90,4 +92,16 @@ test('PULL-C42 A lost lease on one row of a batch completes none', () =>
       assert.deepEqual([r.state, r.attempt, r.processed_at], ['processing', 0, null], ref);
       assert.equal(await db.appRows(ref), 0);
     }
+  }));
+
+test('The batch handler example runs, and docs/pull.md shows it verbatim', () =>
+  withDb('batchexample', async (db) => {
+    const example = readFileSync(new URL('examples/batch.ts', PACKAGE_DIR), 'utf8');
+    const docs = readFileSync(new URL('../../docs/pull.md', PACKAGE_DIR), 'utf8');
+    assert.ok(docs.includes('```ts\n' + example + '```'), 'docs/pull.md shows examples/batch.ts verbatim');
+    await db.insert([{ ref: 'a' }, { ref: 'b' }, { ref: 'c' }]);
+    const s = startBatched(db, {}, batchHandler);
+    await waitFor('processed', async () => (await db.row('c')).state === 'processed' && (await db.row('a')).state === 'processed');
+    await stopAll(s);
+    for (const ref of ['a', 'b', 'c']) assert.equal(await db.appRows(ref), 1);
   }));

@@ -505,6 +505,41 @@ async fn pull_c14_the_readme_example_runs() {
     assert_eq!(db.app_rows(id).await, 1);
 }
 
+#[allow(dead_code)]
+#[path = "../examples/batch.rs"]
+mod batch;
+
+/// The batch handler example (examples/batch.rs, shown verbatim in the README and in
+/// docs/pull.md) runs: its handler completes a claim of three messages in one call.
+#[tokio::test]
+async fn the_batch_handler_example_runs() {
+    let example = include_str!("../examples/batch.rs");
+    assert!(
+        include_str!("../README.md").contains(example),
+        "README.md shows examples/batch.rs verbatim"
+    );
+    assert!(
+        include_str!("../../../docs/pull.md").contains(example),
+        "docs/pull.md shows examples/batch.rs verbatim"
+    );
+    let db = Db::new().await;
+    let mut ids = Vec::new();
+    for key in ["order-1", "order-2", "order-3"] {
+        let mut row = NewRow::new(key);
+        row.source = "orders".into();
+        ids.push(db.insert(row).await);
+    }
+    let mut o = opts();
+    o.source = "orders".into();
+    let worker = db.worker(o);
+    let run = spawn_run_batched(&worker, batch::batch_handler());
+    assert!(db.wait_all("processed", 10 * SECOND).await);
+    stop_and_join(&worker, run).await;
+    for id in ids {
+        assert_eq!(db.app_rows(id).await, 1);
+    }
+}
+
 /// PULL-C15; also proves PULL-46 (`The message retries.` with the redacted error) and PULL-64 (the
 /// redacted text is what reaches last_error and the logs).
 #[tokio::test]
