@@ -1404,13 +1404,15 @@ fn pull_c39_sqlite_a_long_handler_still_completes_not_applicable_on_postgresql()
 }
 
 type Batches = Arc<Mutex<Vec<Vec<Uuid>>>>;
+/// The thief of C42: the database, the victim's id, and where the stolen token is kept.
+type Thief = Option<(Arc<Db>, Uuid, Arc<Mutex<Option<Uuid>>>)>;
 
 /// A batch handler that records each call's ids, inserts one application row per message, then
 /// (when `thief` is given) lets the test steal `steal` first, and fails with `fail` if given.
 fn recording_batches(
     batches: Batches,
     fail: Option<&'static str>,
-    thief: Option<(Arc<Db>, Uuid, Arc<Mutex<Option<Uuid>>>)>,
+    thief: Thief,
 ) -> impl queuebox_inbox::BatchHandler {
     batch_handler_fn(move |messages, tx, _cancel| {
         let (batches, thief) = (batches.clone(), thief.clone());
