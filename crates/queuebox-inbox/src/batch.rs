@@ -37,6 +37,13 @@ pub(crate) async fn run<H: BatchHandler + ?Sized>(
     // A stop that arrived while the claim ran: the handler has not started, write nothing
     // (PULL-48 step 2); the rows return after their lease.
     if inner.stop.is_cancelled() {
+        for row in &rows {
+            log_msg!(
+                info,
+                row.message,
+                "The shutdown abandoned the message, so it spends no attempt."
+            );
+        }
         return;
     }
     // One signal for the handler: any row's lost lease, or the grace, cancels the whole batch,
