@@ -15,12 +15,13 @@ type stmt struct {
 }
 
 // args returns the text (with MySQL's :ids expanded to one ? per id) and the driver's
-// arguments, from the values by canonical name.
+// arguments, from the values by canonical name. With ids nil, an "ids" slot binds
+// values["ids"] as one value (the batch completion on PostgreSQL and SQLite).
 func (s stmt) args(values map[string]any, ids []any) (string, []any) {
 	var out []any
 	expand := false
 	for _, name := range s.slots {
-		if name == "ids" {
+		if name == "ids" && ids != nil {
 			expand = true
 			out = append(out, ids...)
 			continue
@@ -47,6 +48,8 @@ type statements struct {
 	claim                        stmt
 	mysql                        *mysqlClaim
 	renew, complete, retry, dead stmt
+	// completeBatch is the batch handler's Complete of a whole batch (complete-batch.sql).
+	completeBatch stmt
 }
 
 // Canonical parameter order of the contract (clients/contract/README.md), i.e. PULL-11. Every
@@ -57,6 +60,8 @@ var canonicalParams = map[string][]string{
 	"complete": {"id", "token"},
 	"retry":    {"delay_ms", "error", "id", "token"},
 	"dead":     {"error", "id", "token"},
+	// The batch handler's Complete: :ids first, like Complete's :id.
+	"complete-batch": {"ids", "token"},
 }
 
 var placeholderRe = regexp.MustCompile(`\{[a-z_]+\}`)
@@ -85,6 +90,7 @@ func renderStatements(d Dialect, names [][2]string) (*statements, error) {
 		{"complete", "complete", &s.complete},
 		{"retry", "retry", &s.retry},
 		{"dead", "dead", &s.dead},
+		{"complete-batch", "complete-batch", &s.completeBatch},
 	}
 	if d == MySQL {
 		items = append(items,

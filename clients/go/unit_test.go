@@ -293,8 +293,8 @@ func TestGeneratedSQLMatchesContract(t *testing.T) {
 			t.Errorf("sql_contract.go is stale for %s.sql: run clients/go/gen.sh", key)
 		}
 	}
-	if len(contractSQL) != 19 {
-		t.Errorf("sql_contract.go has %d statements, want 5 + 5 + 9", len(contractSQL))
+	if len(contractSQL) != 22 {
+		t.Errorf("sql_contract.go has %d statements, want 6 + 6 + 10 (PULL-11 and complete-batch)", len(contractSQL))
 	}
 }
 

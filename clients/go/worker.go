@@ -57,6 +57,8 @@ type Worker struct {
 	cfg     *config
 	sql     *statements
 	handler Handler
+	// batch is the opt-in batch handler (NewBatchWorker); nil for a per-message worker.
+	batch BatchHandler
 
 	mu       sync.Mutex
 	running  bool
@@ -168,7 +170,11 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		r.runBatch(rows)
+		if w.batch != nil {
+			r.runWholeBatch(rows)
+		} else {
+			r.runBatch(rows)
+		}
 	}
 }
 
@@ -741,11 +747,13 @@ func (r *run) process(c *claimed) {
 func callHandler(h Handler, ctx context.Context, msg Message, tx Tx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("the handler panicked: %v", p)
+			err = panicError(p)
 		}
 	}()
 	return h(ctx, msg, tx)
 }
+
+func panicError(p any) error { return fmt.Errorf("the handler panicked: %v", p) }
 
 // fail writes Retry or Dead outside the rolled-back handler transaction (PULL-46).
 func (r *run) fail(c *claimed, action FailureAction, cause error) {

@@ -7,12 +7,13 @@ import { fileURLToPath } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const contract = join(here, '..', '..', 'contract');
 const out = join(here, '..', 'src', 'generated', 'sql.ts');
-const five = ['claim', 'renew', 'complete', 'retry', 'dead'];
+const statementFiles = ['claim', 'renew', 'complete', 'retry', 'dead', 'complete-batch'];
+// The statements of PULL-11, plus the batch handler's complete-batch.
 // MySQL has no UPDATE ... RETURNING: its claim is a locked sequence of five files (pull.md §5.3).
 const files = {
-  postgresql: five,
-  sqlite: five,
-  mysql: ['claim-lock', 'claim-select', 'claim-update', 'claim-fetch', 'claim-unlock', 'renew', 'complete', 'retry', 'dead'],
+  postgresql: statementFiles,
+  sqlite: statementFiles,
+  mysql: ['claim-lock', 'claim-select', 'claim-update', 'claim-fetch', 'claim-unlock', 'renew', 'complete', 'retry', 'dead', 'complete-batch'],
 };
 
 if (!existsSync(contract)) {

@@ -14,6 +14,9 @@ export const PARAMETERS: Record<StatementName, readonly string[]> = {
   dead: ['error', 'id', 'token'],
 };
 
+/** The batch handler's Complete of a whole batch (`complete-batch.sql`): `:ids`, then `:token`. */
+export const COMPLETE_BATCH_PARAMETERS: readonly string[] = ['ids', 'token'];
+
 export type RenderedStatements = Record<StatementName, string>;
 
 /** One statement for the driver: its text and the parameter names in binding order. */
@@ -30,6 +33,9 @@ export interface DialectStatements {
   complete: Statement;
   retry: Statement;
   dead: Statement;
+  /** The batch handler's Complete; `:ids` is one text on PostgreSQL (ids joined by `,`) and
+   *  SQLite (a JSON array), and one `?` per id on MySQL. */
+  completeBatch: Statement;
   mysql?: { lock: Statement; update: Statement; fetch: Statement; unlock: Statement };
 }
 
@@ -76,6 +82,7 @@ export function renderDialect(dialect: 'postgresql' | 'mysql' | 'sqlite', names:
     complete: r('complete', 'complete'),
     retry: r('retry', 'retry'),
     dead: r('dead', 'dead'),
+    completeBatch: renderStatement(dialect, files['complete-batch']!, names, COMPLETE_BATCH_PARAMETERS),
   };
   if (dialect === 'mysql') {
     out.mysql = { lock: r('claim-lock', 'claim'), update: r('claim-update', 'claim'), fetch: r('claim-fetch', 'claim'), unlock: r('claim-unlock', 'claim') };

@@ -16,6 +16,18 @@ import { bind, renderDialect, type DialectStatements } from './sql.js';
  */
 export type InboxHandler = (message: InboxMessage, tx: HandlerTransaction, signal: AbortSignal) => Promise<void> | void;
 
+/**
+ * The opt-in batch handler (`createBatchWorker`): every message of one claim (up to `batchSize`,
+ * at most one per aggregate, in claim order) in one handler transaction. Return to complete them
+ * all together in one fenced statement; throw to fail each of them by the retry policy.
+ * `signal` aborts when any message's lease is lost or the shutdown grace expires.
+ */
+export type InboxBatchHandler = (
+  messages: readonly InboxMessage[],
+  tx: HandlerTransaction,
+  signal: AbortSignal,
+) => Promise<void> | void;
+
 /** What `run` accepts. */
 export interface RunOptions {
   /** Aborting it is a stop request: the same as calling `stop()` (already aborted: run returns at once). */
@@ -80,11 +92,13 @@ export class InboxWorker {
   private readonly poll = new Sleeper();
   private graceTimer: NodeJS.Timeout | undefined;
   private readonly inFlight = new Set<Claimed>();
+  private readonly handler: InboxHandler;
+  private readonly batchHandler: InboxBatchHandler | undefined;
 
   constructor(
     private readonly connections: ConnectionSource,
     options: WorkerOptions,
-    private readonly handler: InboxHandler,
+    handler: InboxHandler | { batch: InboxBatchHandler },
   ) {
     this.o = resolveOptions(options);
     // The dialect option, or the connection source's when the option is not given.
@@ -95,7 +109,14 @@ export class InboxWorker {
     if (dialect !== 'postgresql' && dialect !== 'mysql' && dialect !== 'sqlite') {
       throw new Error(`The dialect ${dialect} is not supported by this version of the client yet.`);
     }
-    if (typeof handler !== 'function') throw new TypeError('The handler must be a function.');
+    if (typeof handler === 'function') {
+      this.handler = handler;
+    } else if (handler !== null && typeof handler === 'object' && typeof handler.batch === 'function') {
+      this.batchHandler = handler.batch;
+      this.handler = async () => undefined;
+    } else {
+      throw new TypeError('The handler must be a function.');
+    }
     this.dialect = dialect;
     this.o.dialect = dialect;
     if (dialect === 'sqlite') {
@@ -180,7 +201,8 @@ export class InboxWorker {
           if (!this.stopping) await this.poll.sleep(this.o.pollIntervalMs);
           continue;
         }
-        await this.runBatch(batch);
+        if (this.batchHandler !== undefined) await this.runWholeBatch(batch, this.batchHandler);
+        else await this.runBatch(batch);
       }
     } finally {
       if (this.graceTimer !== undefined) clearTimeout(this.graceTimer);
@@ -467,6 +489,121 @@ export class InboxWorker {
     if (retryFailure !== undefined) await this.fail(c, retryFailure.error);
   }
 
+  /**
+   * The batch handler: one transaction for the whole claim, one fenced completion for every row
+   * (`complete-batch.sql`), committed only when it matched every row; else nothing is kept.
+   */
+  private async runWholeBatch(claimed: Claimed[], handler: InboxBatchHandler): Promise<void> {
+    // One signal for the batch: any row's lost lease or the grace aborts the handler. Set
+    // before the first renewal tick can run (no await since the claim returned).
+    const abort = new AbortController();
+    for (const c of claimed) c.abort = abort;
+    const stopRenewals = () => Promise.all(claimed.map((c) => c.renewStop()));
+    if (this.stopping) {
+      await stopRenewals();
+      for (const c of claimed) this.log('info', 'The shutdown abandoned the message, so it spends no attempt.', this.fields(c.message));
+      return;
+    }
+    const batch = claimed.filter((c) => !c.lost);
+    if (batch.length === 0) return;
+    const messages = Object.freeze(batch.map((c) => c.message));
+    const abandon = (error: unknown) => {
+      for (const m of messages) this.log('error', 'The message was abandoned.', this.fields(m, error));
+    };
+    let conn: InboxConnection;
+    try {
+      conn = await this.connections.connect('handler');
+    } catch (error) {
+      await stopRenewals();
+      abandon(error);
+      return;
+    }
+    let broken = false;
+    let failure: { error: unknown } | undefined;
+    for (const c of batch) {
+      c.started = true;
+      this.inFlight.add(c);
+    }
+    try {
+      try {
+        await conn.begin();
+      } catch (error) {
+        broken = true;
+        abandon(error);
+        return;
+      }
+      if (this.graceExpired) abort.abort(new Error('The shutdown grace expired.'));
+      let open = true;
+      const tx: HandlerTransaction = Object.freeze({
+        query: async (sql: string, params?: readonly unknown[]) => {
+          if (!open) throw new Error('The handler transaction is over: the handler has returned.');
+          return conn.query(sql, params ?? []);
+        },
+      });
+      try {
+        await handler(messages, tx, abort.signal);
+      } catch (error) {
+        failure = { error };
+      }
+      open = false;
+      await stopRenewals();
+      if (this.graceExpired) {
+        failure = undefined;
+        await conn.rollback().catch(() => (broken = true));
+        for (const m of messages) this.log('info', 'The shutdown abandoned the message, so it spends no attempt.', this.fields(m));
+        return;
+      }
+      const anyLost = batch.some((c) => c.lost);
+      if (failure !== undefined || anyLost) {
+        // Nothing of the work is kept. On failure, each row still owned then fails as a single
+        // row would; after a success with a lost row, the owned rows return after their lease.
+        try {
+          await conn.rollback();
+        } catch (error) {
+          broken = true;
+          failure = undefined;
+          abandon(error);
+          return;
+        }
+        for (const c of batch) {
+          if (c.lost) {
+            if (failure !== undefined) this.log('warn', 'The lease was lost, so nothing was written.', this.fields(c.message, failure.error));
+            else this.log('warn', 'The lease was lost, so the work was rolled back.', this.fields(c.message));
+          } else if (failure === undefined) {
+            this.log('warn', 'Another message of the batch lost its lease, so the work was rolled back.', this.fields(c.message));
+          }
+        }
+      } else try {
+        // Every row of a batch comes from one claim call, so they share its token (PULL-13).
+        const token = batch[0]!.token;
+        const ids = batch.map((c) => c.message.id);
+        // bind() fills an `ids` slot from its list: one value per id on MySQL (`:ids` expands),
+        // one text on PostgreSQL (joined by ',') and SQLite (a JSON array).
+        const list = this.dialect === 'mysql' ? ids : [this.dialect === 'sqlite' ? JSON.stringify(ids) : ids.join(',')];
+        const complete = bind(this.sql.completeBatch, { token }, list);
+        const result = await conn.query(complete.text, complete.params);
+        if (result.rowCount === batch.length) {
+          await conn.commit();
+          for (const m of messages) this.log('debug', 'The message was processed.', this.fields(m));
+        } else {
+          await conn.rollback();
+          for (const m of messages) {
+            this.log('warn', 'The batch completion affected fewer rows than the batch, so the work was rolled back.', this.fields(m));
+          }
+        }
+      } catch (error) {
+        broken = true;
+        abandon(error);
+      }
+    } finally {
+      for (const c of batch) this.inFlight.delete(c);
+      await conn.release(broken).catch(() => undefined);
+    }
+    if (failure !== undefined) {
+      for (const c of batch) if (!c.lost) await this.fail(c, failure.error);
+    }
+  }
+
   private async rollbackOrBreak(conn: InboxConnection, _m: InboxMessage): Promise<void> {
     await conn.rollback();
   }
@@ -511,6 +648,14 @@ export class InboxWorker {
       await conn?.release(broken).catch(() => undefined);
     }
   }
+}
+
+/**
+ * Builds a worker with the opt-in batch handler: each claim's messages go to one handler call in
+ * one transaction and complete together, or none does. `maxConcurrency` does not apply.
+ */
+export function createBatchWorker(connections: ConnectionSource, options: WorkerOptions, handler: InboxBatchHandler): InboxWorker {
+  return new InboxWorker(connections, options, { batch: handler });
 }
 
 /** Builds a worker. Options are validated here, before any connection is opened (PULL-57). */

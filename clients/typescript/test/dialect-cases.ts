@@ -11,12 +11,20 @@ import { defaultRetryPolicy, deadLetter, type InboxMessage, type LogFields } fro
 import { renderDialect, type Statement } from '../src/sql.js';
 import { createWorker } from '../src/index.js';
 import { captureLogger, contractFile, DEFAULT_NAMES, faultySource, prefixedNames, sleep, waitFor } from './helpers.js';
-import { c2, c3, insertApp, run, stopAll, withDialect, type DialectDb, type Kind } from './dialects.js';
+import { c2, c3, insertApp, run, runBatched, stopAll, withDialect, type DialectDb, type Kind } from './dialects.js';
 
 
 const policy = (maxAttempts: number, baseDelayMs: number, maxDelayMs: number) => defaultRetryPolicy({ maxAttempts, baseDelayMs, maxDelayMs, jitter: 0 });
 
 type Case = (db: DialectDb, kind: Kind) => Promise<void>;
+
+/** Three rows of three aggregates, in claim order (C40–C42); `c` at `attemptOfC`. */
+const threeAggregates = (db: DialectDb, attemptOfC = 0) =>
+  db.insert([
+    { ref: 'a', aggregate_id: 'agg-a' },
+    { ref: 'b', aggregate_id: 'agg-b' },
+    { ref: 'c', aggregate_id: 'agg-c', attempt: attemptOfC },
+  ]);
 
 /** Every worker case, by id; the title comes from cases.json. */
 const CASES: Record<string, Case> = {
@@ -445,6 +453,63 @@ const CASES: Record<string, Case> = {
     await stopAll(a, b);
     assert.equal(first.length, 1);
     assert.equal(second.length, 0);
+  },
+  // SQLite claims one row at a time (PULL-28): three calls of one message there.
+  'PULL-C40': async (db, kind) => {
+    await threeAggregates(db);
+    const calls: string[][] = [];
+    const s = runBatched(db, {}, async (messages, tx) => {
+      calls.push(messages.map((m) => m.id));
+      for (const m of messages) await insertApp(m, tx);
+    });
+    await waitFor('processed', async () => (await db.states()).every((st) => st === 'processed'));
+    await stopAll(s);
+    const ids = ['a', 'b', 'c'].map((r) => db.id(r));
+    assert.deepEqual(calls, kind === 'sqlite' ? ids.map((id) => [id]) : [ids]);
+    for (const ref of ['a', 'b', 'c']) {
+      const r = await db.row(ref);
+      assert.ok(r.processedSet && r.claimToken === null && !r.leaseSet);
+      assert.deepEqual([await db.appRows(ref), r.attempt], [1, 0]);
+    }
+  },
+  'PULL-C41': async (db) => {
+    await threeAggregates(db, 3);
+    const s = runBatched(db, { retryPolicy: policy(4, 60000, 60000) }, async (messages, tx) => {
+      for (const m of messages) await insertApp(m, tx);
+      throw new Error('boom');
+    });
+    await waitFor('failed', async () => (await db.row('c')).state === 'dead' && (await db.row('a')).attempt === 1 && (await db.row('b')).attempt === 1);
+    await stopAll(s);
+    for (const [ref, state, attempt] of [['a', 'pending', 1], ['b', 'pending', 1], ['c', 'dead', 4]] as const) {
+      const r = await db.row(ref);
+      assert.deepEqual([r.state, r.attempt], [state, attempt], ref);
+      assert.match(r.lastError ?? '', /boom/);
+      assert.ok(r.claimToken === null && !r.processedSet);
+      assert.equal(await db.appRows(ref), 0);
+      if (state === 'pending') assert.ok(r.scheduledInMs > 30000, `${r.scheduledInMs} ms`);
+    }
+  },
+  'PULL-C42': async (db) => {
+    await threeAggregates(db);
+    let thief = '';
+    let calls = 0;
+    const s = runBatched(db, { leaseMs: 600000 }, async (messages, tx) => {
+      calls++;
+      await tx.query('SELECT count(*) FROM app_rows');
+      thief = await db.steal('b');
+      for (const m of messages) await insertApp(m, tx);
+    });
+    await waitFor('stolen', () => thief !== '');
+    await sleep(300);
+    await stopAll(s);
+    assert.equal(calls, 1);
+    const [a, b, c] = [await db.row('a'), await db.row('b'), await db.row('c')];
+    assert.equal(b.claimToken, thief);
+    assert.ok(a.claimToken !== null && a.claimToken === c.claimToken && a.claimToken !== thief);
+    for (const [ref, r] of [['a', a], ['b', b], ['c', c]] as const) {
+      assert.deepEqual([r.state, r.attempt, r.processedSet], ['processing', 0, false], ref);
+      assert.equal(await db.appRows(ref), 0);
+    }
   },
 };
 

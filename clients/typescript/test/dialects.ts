@@ -8,7 +8,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import Database from 'better-sqlite3';
 import mysql from 'mysql2/promise';
 import assert from 'node:assert/strict';
-import { createWorker, fromMysql, fromSqlite, type ConnectionSource, type HandlerTransaction, type InboxHandler, type InboxMessage, type WorkerOptions } from '../src/index.js';
+import { createBatchWorker, createWorker, fromMysql, fromSqlite, type ConnectionSource, type HandlerTransaction, type InboxBatchHandler, type InboxHandler, type InboxMessage, type WorkerOptions } from '../src/index.js';
 import { contractFile, DEFAULT_NAMES, schemaOf, sleep, waitFor, type Names } from './helpers.js';
 
 export type Kind = 'sqlite' | 'mysql';
@@ -240,6 +240,13 @@ export function run(db: DialectDb, options: Partial<WorkerOptions>, handler: Inb
     { source: db.sourceName('s'), pollIntervalMs: 50, schema: schemaOf(db.names), ...options },
     handler,
   );
+  db.workers.push(worker);
+  return { worker, done: worker.run() };
+}
+
+/** Starts a worker with the batch handler on source `s` (poll 50 ms unless given). */
+export function runBatched(db: DialectDb, options: Partial<WorkerOptions>, handler: InboxBatchHandler): Running {
+  const worker = createBatchWorker(db.source(), { source: db.sourceName('s'), pollIntervalMs: 50, schema: schemaOf(db.names), ...options }, handler);
   db.workers.push(worker);
   return { worker, done: worker.run() };
 }

@@ -12,16 +12,23 @@ import { PACKAGE_DIR, PG_URL, waitFor, withDb } from './helpers.js';
 const pkgDir = fileURLToPath(PACKAGE_DIR);
 const readme = readFileSync(join(pkgDir, 'README.md'), 'utf8');
 const example = readFileSync(join(pkgDir, 'examples', 'basic.ts'), 'utf8');
+const batchExample = readFileSync(join(pkgDir, 'examples', 'batch.ts'), 'utf8');
 
+function blocks(lang: string): string[] {
+  return [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]!);
+}
+
+/** The one block of `lang` (sh); the ts blocks are the two examples, checked below. */
 function block(lang: string): string {
-  const blocks = [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]!);
-  assert.equal(blocks.length, 1, `README.md has one ${lang} block`);
-  return blocks[0]!;
+  if (lang === 'ts') return blocks('ts')[0]!;
+  assert.equal(blocks(lang).length, 1, `README.md has one ${lang} block`);
+  return blocks(lang)[0]!;
 }
 
 /** What the package exports: exactly the public API (src/index.ts), and no deep import. */
 const PUBLIC_API = [
   'InboxOptionsError',
+  'createBatchWorker',
   'createWorker',
   'deadLetter',
   'defaultRetryPolicy',
@@ -35,7 +42,7 @@ const PUBLIC_API = [
 ];
 
 test('README example is examples/basic.ts verbatim, and so is docs/pull.md §10', () => {
-  assert.equal(block('ts'), example);
+  assert.deepEqual(blocks('ts'), [example, batchExample], 'the README shows examples/basic.ts, then examples/batch.ts');
   const docs = readFileSync(join(pkgDir, '..', '..', 'docs', 'pull.md'), 'utf8');
   assert.ok(docs.includes('```ts\n' + example + '```'), 'docs/pull.md shows examples/basic.ts verbatim');
 });

@@ -6,6 +6,7 @@
 //! (deadpool-postgres, `PgConnectionSource`), `sqlite` (rusqlite with the bundled SQLite,
 //! `SqliteConnectionSource`) or `mysql` (mysql_async, `MysqlConnectionSource`).
 
+mod batch;
 mod claim;
 mod db;
 mod message;
@@ -37,7 +38,9 @@ pub use retry::{DefaultRetryPolicy, FailureAction, RetryPolicy};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteConnectionSource;
 pub use tokio_util::sync::CancellationToken;
-pub use worker::{BoxFuture, Handler, HandlerResult, Worker, handler_fn};
+pub use worker::{
+    BatchHandler, BoxFuture, Handler, HandlerResult, Worker, batch_handler_fn, handler_fn,
+};
 
 /// The error text of PULL-63, redacted (PULL-65): what reaches `last_error` and log lines.
 pub fn redacted(error: &(dyn Error + Send + Sync + 'static)) -> String {

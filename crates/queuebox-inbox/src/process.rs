@@ -20,7 +20,7 @@ use crate::task::OwnedTask;
 use crate::worker::{Handler, Inner};
 
 /// The text PULL-47 writes for a payload that is not JSON.
-const INVALID_JSON: &str = "The payload is not valid JSON.";
+pub(crate) const INVALID_JSON: &str = "The payload is not valid JSON.";
 
 /// Shared between a row's processing and its renewal.
 pub(crate) struct RowState {
@@ -45,6 +45,7 @@ macro_rules! log_msg {
         )
     };
 }
+pub(crate) use log_msg;
 
 /// Renews the lease every `max(1 ms, lease/3)` on its own autocommit connection (PULL-43/44).
 pub(crate) async fn renew_loop(
@@ -159,7 +160,7 @@ pub(crate) async fn process<H: Handler>(
     }
 }
 
-async fn open_tx(inner: &Inner) -> Result<HandlerTx, DbError> {
+pub(crate) async fn open_tx(inner: &Inner) -> Result<HandlerTx, DbError> {
     let mut conn = inner.source.connect(Purpose::Handler).await?;
     conn.begin().await?;
     Ok(HandlerTx { conn })
@@ -191,7 +192,7 @@ async fn complete(inner: &Inner, row: &Claimed, mut tx: HandlerTx) {
 }
 
 /// Retry or Dead on a new autocommit connection, with the redacted error text (PULL-46).
-async fn write_failure(
+pub(crate) async fn write_failure(
     inner: &Inner,
     row: &Claimed,
     action: FailureAction,
@@ -238,6 +239,6 @@ async fn write_failure(
 }
 
 /// A library failure: write nothing more; the row returns after its lease (PULL-52).
-fn abandoned(message: &InboxMessage, error: &(dyn Error + Send + Sync + 'static)) {
+pub(crate) fn abandoned(message: &InboxMessage, error: &(dyn Error + Send + Sync + 'static)) {
     log_msg!(error, message, "The message was abandoned.", error = %redacted(error));
 }

@@ -23,6 +23,8 @@ const RENEW: &[&str] = &["lease_ms", "id", "token"];
 const COMPLETE: &[&str] = &["id", "token"];
 const RETRY: &[&str] = &["delay_ms", "error", "id", "token"];
 const DEAD: &[&str] = &["error", "id", "token"];
+/// The batch handler's Complete: `:ids` first, like Complete's `:id`.
+const COMPLETE_BATCH: &[&str] = &["ids", "token"];
 
 /// One driver parameter slot of a rendered statement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +100,7 @@ pub struct MysqlClaim {
     pub unlock: Statement,
 }
 
-/// The five statements of PULL-11, ready for the driver.
+/// The five statements of PULL-11, plus the batch handler's Complete, ready for the driver.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Statements {
     /// PostgreSQL and SQLite: the claim statement. MySQL/MariaDB: the select of step 3, with
@@ -110,6 +112,10 @@ pub struct Statements {
     pub complete: Statement,
     pub retry: Statement,
     pub dead: Statement,
+    /// The batch handler's Complete of every row of a batch in one statement, fenced per row
+    /// (`complete-batch.sql`). `:ids` binds as one text on PostgreSQL (joined by `,`) and
+    /// SQLite (a JSON array), and expands to one `?` per id on MySQL/MariaDB.
+    pub complete_batch: Statement,
 }
 
 impl Statements {
@@ -124,6 +130,7 @@ impl Statements {
                 complete: r(contract!("postgresql", "complete"), COMPLETE),
                 retry: r(contract!("postgresql", "retry"), RETRY),
                 dead: r(contract!("postgresql", "dead"), DEAD),
+                complete_batch: r(contract!("postgresql", "complete-batch"), COMPLETE_BATCH),
             }),
             Dialect::Sqlite => Ok(Self {
                 claim: r(contract!("sqlite", "claim"), CLAIM),
@@ -132,6 +139,7 @@ impl Statements {
                 complete: r(contract!("sqlite", "complete"), COMPLETE),
                 retry: r(contract!("sqlite", "retry"), RETRY),
                 dead: r(contract!("sqlite", "dead"), DEAD),
+                complete_batch: r(contract!("sqlite", "complete-batch"), COMPLETE_BATCH),
             }),
             Dialect::Mysql => Ok(Self {
                 claim: r(contract!("mysql", "claim-select"), CLAIM),
@@ -145,6 +153,7 @@ impl Statements {
                 complete: r(contract!("mysql", "complete"), COMPLETE),
                 retry: r(contract!("mysql", "retry"), RETRY),
                 dead: r(contract!("mysql", "dead"), DEAD),
+                complete_batch: r(contract!("mysql", "complete-batch"), COMPLETE_BATCH),
             }),
             // The SQL Server contract files are not written yet; refuse rather than guess.
             Dialect::SqlServer => Err(OptionsError(

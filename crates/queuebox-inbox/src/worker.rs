@@ -76,6 +76,55 @@ where
     f
 }
 
+/// The opt-in batch handler ([`Worker::run_batched`]): the application's work for every message
+/// of one claim, in one transaction. The same rules as [`Handler`] hold: run statements through
+/// `tx`, never commit or roll back, return soon after `cancel` fires (any message's lease lost,
+/// or the shutdown grace expired). Messages arrive in claim order, at most one per aggregate.
+pub trait BatchHandler: Send + Sync + 'static {
+    fn handle<'a>(
+        &'a self,
+        messages: &'a [InboxMessage],
+        tx: &'a mut HandlerTx,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, HandlerResult>;
+}
+
+impl<F> BatchHandler for F
+where
+    F: for<'a> Fn(
+            &'a [InboxMessage],
+            &'a mut HandlerTx,
+            CancellationToken,
+        ) -> BoxFuture<'a, HandlerResult>
+        + Send
+        + Sync
+        + 'static,
+{
+    fn handle<'a>(
+        &'a self,
+        messages: &'a [InboxMessage],
+        tx: &'a mut HandlerTx,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'a, HandlerResult> {
+        self(messages, tx, cancel)
+    }
+}
+
+/// Pins a closure to the batch handler signature, as [`handler_fn`] does for one message.
+pub fn batch_handler_fn<F>(f: F) -> F
+where
+    F: for<'a> Fn(
+            &'a [InboxMessage],
+            &'a mut HandlerTx,
+            CancellationToken,
+        ) -> BoxFuture<'a, HandlerResult>
+        + Send
+        + Sync
+        + 'static,
+{
+    f
+}
+
 pub(crate) struct Inner {
     pub options: WorkerOptions,
     pub statements: Statements,
@@ -125,8 +174,35 @@ impl Worker {
     /// stop, and the claimed rows come back after their lease with `attempt` unchanged, as after
     /// a crash (PULL-52). Prefer [`Worker::stop`], which lets running handlers finish.
     pub async fn run<H: Handler>(&self, handler: H) {
-        let inner = &self.inner;
         let handler = Arc::new(handler);
+        self.run_loop(|inner, rows| {
+            let handler = handler.clone();
+            async move { run_batch(&inner, rows, &handler).await }
+        })
+        .await
+    }
+
+    /// Like [`Worker::run`], but with the opt-in batch handler: each claim's rows (up to
+    /// `batch_size`, distinct aggregates) go to one handler call in one transaction, and
+    /// complete together in one fenced statement, or none does (README, "Batch handler").
+    /// `max_concurrency` does not apply: the handler runs one batch at a time.
+    pub async fn run_batched<H: BatchHandler>(&self, handler: H) {
+        let handler = Arc::new(handler);
+        self.run_loop(|inner, rows| {
+            let handler = handler.clone();
+            async move { crate::batch::run(&inner, rows, &*handler).await }
+        })
+        .await
+    }
+
+    /// The claim loop of PULL-36, shared by both handler kinds; `batch` gives each non-empty
+    /// claim its outcomes.
+    async fn run_loop<F, Fut>(&self, batch: F)
+    where
+        F: Fn(Arc<Inner>, Vec<Claimed>) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let inner = &self.inner;
         // Every task below is owned by this future (an `OwnedTask` or a `JoinSet`), never
         // detached, so dropping the future cannot leave a task renewing leases behind.
         let _grace_timer = OwnedTask::spawn(grace_timer(inner.clone()));
@@ -143,7 +219,7 @@ impl Worker {
                 Ok(rows) if rows.is_empty() => self.pause().await,
                 // The next claim starts at once, and only after the whole batch has an outcome,
                 // so no more than one batch is ever held (PULL-36, PULL-38).
-                Ok(rows) => run_batch(inner, rows, &handler).await,
+                Ok(rows) => batch(inner.clone(), rows).await,
             }
         }
     }

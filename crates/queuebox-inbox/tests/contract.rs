@@ -12,9 +12,11 @@ use std::time::{Duration, Instant};
 
 use queuebox_inbox::{
     DefaultRetryPolicy, FailureAction, InboxMessage, RetryPolicy, Schema, Worker, WorkerOptions,
-    handler_fn,
+    batch_handler_fn, handler_fn,
 };
-use support::{Captured, Db, NewRow, Probe, Shared, opts, spawn_run, stop_and_join};
+use support::{
+    Captured, Db, NewRow, Probe, Shared, opts, spawn_run, spawn_run_batched, stop_and_join,
+};
 use uuid::Uuid;
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -501,6 +503,41 @@ async fn pull_c14_the_readme_example_runs() {
     stop_and_join(&worker, run).await;
     assert_eq!(snap.state, "processed");
     assert_eq!(db.app_rows(id).await, 1);
+}
+
+#[allow(dead_code)]
+#[path = "../examples/batch.rs"]
+mod batch;
+
+/// The batch handler example (examples/batch.rs, shown verbatim in the README and in
+/// docs/pull.md) runs: its handler completes a claim of three messages in one call.
+#[tokio::test]
+async fn the_batch_handler_example_runs() {
+    let example = include_str!("../examples/batch.rs");
+    assert!(
+        include_str!("../README.md").contains(example),
+        "README.md shows examples/batch.rs verbatim"
+    );
+    assert!(
+        include_str!("../../../docs/pull.md").contains(example),
+        "docs/pull.md shows examples/batch.rs verbatim"
+    );
+    let db = Db::new().await;
+    let mut ids = Vec::new();
+    for key in ["order-1", "order-2", "order-3"] {
+        let mut row = NewRow::new(key);
+        row.source = "orders".into();
+        ids.push(db.insert(row).await);
+    }
+    let mut o = opts();
+    o.source = "orders".into();
+    let worker = db.worker(o);
+    let run = spawn_run_batched(&worker, batch::batch_handler());
+    assert!(db.wait_all("processed", 10 * SECOND).await);
+    stop_and_join(&worker, run).await;
+    for id in ids {
+        assert_eq!(db.app_rows(id).await, 1);
+    }
 }
 
 /// PULL-C15; also proves PULL-46 (`The message retries.` with the redacted error) and PULL-64 (the
@@ -1366,6 +1403,160 @@ fn pull_c39_sqlite_a_long_handler_still_completes_not_applicable_on_postgresql()
     not_applicable_on_postgresql("PULL-C39");
 }
 
+type Batches = Arc<Mutex<Vec<Vec<Uuid>>>>;
+/// The thief of C42: the database, the victim's id, and where the stolen token is kept.
+type Thief = Option<(Arc<Db>, Uuid, Arc<Mutex<Option<Uuid>>>)>;
+
+/// A batch handler that records each call's ids, inserts one application row per message, then
+/// (when `thief` is given) lets the test steal `steal` first, and fails with `fail` if given.
+fn recording_batches(
+    batches: Batches,
+    fail: Option<&'static str>,
+    thief: Thief,
+) -> impl queuebox_inbox::BatchHandler {
+    batch_handler_fn(move |messages, tx, _cancel| {
+        let (batches, thief) = (batches.clone(), thief.clone());
+        Box::pin(async move {
+            batches
+                .lock()
+                .unwrap()
+                .push(messages.iter().map(|m| m.id).collect());
+            if let Some((db, victim, stolen)) = thief {
+                *stolen.lock().unwrap() = Some(db.steal(victim).await);
+            }
+            for m in messages {
+                tx.execute(
+                    "INSERT INTO app_rows (message_id) VALUES ($1)",
+                    &[m.id.into()],
+                )
+                .await?;
+            }
+            match fail {
+                Some(text) => Err(text.into()),
+                None => Ok(()),
+            }
+        })
+    })
+}
+
+/// Three rows of three aggregates, in claim order.
+async fn three_aggregates(db: &Db, attempt_of_c: i32) -> Vec<Uuid> {
+    let mut ids = Vec::new();
+    for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
+        let row = NewRow::new(key)
+            .aggregate(&format!("agg-{key}"))
+            .created(-60_000 + i as i64);
+        let row = if key == "c" {
+            row.attempt(attempt_of_c)
+        } else {
+            row
+        };
+        ids.push(db.insert(row).await);
+    }
+    ids
+}
+
+/// PULL-C40: the batch handler gets the whole claim and one transaction; every mark and every
+/// application row commit together. On PostgreSQL the proof is `xmin`: every written row
+/// version carries the id of the one transaction that wrote it.
+#[tokio::test]
+async fn pull_c40_a_batch_handler_completes_its_batch_in_one_transaction() {
+    let db = Db::new().await;
+    let ids = three_aggregates(&db, 0).await;
+    let w = db.worker(opts());
+    let batches: Batches = Arc::default();
+    let run = spawn_run_batched(&w, recording_batches(batches.clone(), None, None));
+    assert!(db.wait_all("processed", 10 * SECOND).await);
+    stop_and_join(&w, run).await;
+    assert_eq!(
+        *batches.lock().unwrap(),
+        vec![ids.clone()],
+        "one call, claim order"
+    );
+    for id in &ids {
+        let snap = db.row(*id).await;
+        assert!(snap.processed_at_set && snap.claim_token.is_none() && !snap.lease_set);
+        assert_eq!((db.app_rows(*id).await, snap.attempt), (1, 0));
+    }
+    let sql = format!(
+        "SELECT count(DISTINCT x) FROM (SELECT xmin::text AS x FROM {t} UNION ALL \
+         SELECT xmin::text FROM \"{s}\".app_rows) v",
+        t = db.t(),
+        s = db.schema_name
+    );
+    let transactions: i64 = db.admin.query_one(&sql, &[]).await.unwrap().get(0);
+    assert_eq!(
+        transactions, 1,
+        "the marks and the app rows share one transaction"
+    );
+}
+
+/// PULL-C41: a failed batch leaves no application write and no mark; each row then fails by
+/// the usual rules: its own attempt, backoff, and dead letter at the ceiling (PULL-45, PULL-61).
+#[tokio::test]
+async fn pull_c41_a_failed_batch_rolls_back_and_every_row_is_retried_by_the_usual_rules() {
+    let db = Db::new().await;
+    let ids = three_aggregates(&db, 3).await;
+    let mut o = opts();
+    o.retry_policy = policy(4, 60_000, 60_000);
+    let w = db.worker(o);
+    let batches: Batches = Arc::default();
+    let run = spawn_run_batched(&w, recording_batches(batches.clone(), Some("boom"), None));
+    db.wait_state(ids[2], "dead", 10 * SECOND).await;
+    db.wait_for(ids[1], 10 * SECOND, |s| s.attempt == 1).await;
+    stop_and_join(&w, run).await;
+    assert_eq!(*batches.lock().unwrap(), vec![ids.clone()]);
+    for (id, (state, attempt)) in ids
+        .iter()
+        .zip([("pending", 1), ("pending", 1), ("dead", 4)])
+    {
+        let snap = db.row(*id).await;
+        assert_eq!((snap.state.as_str(), snap.attempt), (state, attempt));
+        assert!(snap.last_error.unwrap().contains("boom"));
+        assert!(snap.claim_token.is_none() && !snap.processed_at_set);
+        assert_eq!(db.app_rows(*id).await, 0);
+        if state == "pending" {
+            assert!(snap.scheduled_in_ms > 30_000, "{} ms", snap.scheduled_in_ms);
+        }
+    }
+}
+
+/// PULL-C42: a thief takes row b during the batch handler; the one completion statement matches
+/// only a and c (each row keeps its fence), so the worker rolls everything back: b stays the
+/// thief's, a and c keep the worker's token and attempt 0, and no application row survives.
+#[tokio::test]
+async fn pull_c42_a_lost_lease_on_one_row_of_a_batch_completes_none() {
+    let db = Arc::new(Db::new().await);
+    let ids = three_aggregates(&db, 0).await;
+    let mut o = opts();
+    o.lease = Duration::from_millis(600_000);
+    let w = db.worker(o);
+    let batches: Batches = Arc::default();
+    let stolen = Arc::new(Mutex::new(None));
+    let thief = Some((db.clone(), ids[1], stolen.clone()));
+    let run = spawn_run_batched(&w, recording_batches(batches.clone(), None, thief));
+    let end = Instant::now() + 10 * SECOND;
+    while stolen.lock().unwrap().is_none() && Instant::now() < end {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop_and_join(&w, run).await;
+    assert_eq!(batches.lock().unwrap().len(), 1);
+    let snaps = [
+        db.row(ids[0]).await,
+        db.row(ids[1]).await,
+        db.row(ids[2]).await,
+    ];
+    assert_eq!(snaps[1].claim_token, *stolen.lock().unwrap());
+    assert!(snaps[0].claim_token.is_some() && snaps[0].claim_token == snaps[2].claim_token);
+    assert_ne!(snaps[0].claim_token, snaps[1].claim_token);
+    for (id, snap) in ids.iter().zip(&snaps) {
+        assert_eq!((snap.state.as_str(), snap.attempt), ("processing", 0));
+        assert!(!snap.processed_at_set);
+        assert_eq!(db.app_rows(*id).await, 0);
+    }
+}
+
 /// PULL-75: every contract case of cases.json has a test here.
 #[test]
 fn every_contract_case_has_a_test() {
@@ -1378,7 +1569,7 @@ fn every_contract_case_has_a_test() {
         .iter()
         .map(|c| c["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids.len(), 39);
+    assert_eq!(ids.len(), 42);
     for id in ids {
         let n = id.strip_prefix("PULL-C").unwrap();
         assert!(

@@ -493,6 +493,15 @@ pub fn spawn_run<H: queuebox_inbox::Handler>(worker: &Worker, h: H) -> tokio::ta
     tokio::spawn(async move { w.run(h).await })
 }
 
+/// Runs `worker` with the batch handler in the background.
+pub fn spawn_run_batched<H: queuebox_inbox::BatchHandler>(
+    worker: &Worker,
+    h: H,
+) -> tokio::task::JoinHandle<()> {
+    let w = worker.clone();
+    tokio::spawn(async move { w.run_batched(h).await })
+}
+
 /// Stops `worker` and waits (at most 20 s) for its run to return.
 pub async fn stop_and_join(worker: &Worker, run: tokio::task::JoinHandle<()>) {
     worker.stop();
