@@ -576,6 +576,146 @@ async fn inb_69_a_broker_restart_is_reported_by_readiness_and_nothing_is_lost() 
     schema.drop().await;
 }
 
+/// Waits until `/health/ready` answers `status` with `text` in its body, failing at once if
+/// QueueBox exited (a crash shows as its signal).
+fn wait_ready(
+    service: &mut Service,
+    (status, text): (u16, &str),
+    limit: Duration,
+    what: &str,
+) -> String {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(exit) = service.exited() {
+            use std::os::unix::process::ExitStatusExt;
+            panic!(
+                "QueueBox exited ({:?}, signal {:?}) while {what}",
+                exit.code(),
+                exit.signal()
+            );
+        }
+        let (got, body) = service.get("/health/ready");
+        if got == status && body.contains(text) {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "{what}: {got} {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// INB-74, INB-69 (issue 11: "a relay must not crash when a broker comes back empty"): a
+/// private broker that is killed and comes back with no topics, records or group offsets,
+/// three times while QueueBox runs a Kafka source and a Kafka destination on it. librdkafka
+/// 2.12.1 crashes its process (SIGSEGV in `rd_kafka_metadata_cache_find`, from a Fetch
+/// response of the returned broker about a partition the consumer still fetched) unless the
+/// source replaces its consumer when every broker is lost. Each time: readiness goes down,
+/// QueueBox says it replaces the consumer, readiness comes back, no crash; the records of each
+/// round (published on the topics the test creates again) are stored once each and relayed,
+/// and nothing is stored that was not published.
+#[tokio::test(flavor = "multi_thread")]
+async fn inb_74_a_broker_that_comes_back_empty_does_not_crash_queuebox() {
+    let mut server = PrivateTansu::start();
+    let bootstrap = server.bootstrap();
+    let schema = TestSchema::create("kafka_empty").await;
+    let base = unique("em");
+    let names = [
+        format!("{base}.orders"),
+        format!("{base}.jobs"),
+        format!("{base}.out"),
+    ];
+    let topics: Vec<TestTopic> = names
+        .iter()
+        .map(|n| TestTopic::named(&bootstrap, n, 1))
+        .collect();
+    let (orders, jobs, out) = (&topics[0], &topics[1], &topics[2]);
+    let group = unique("g-em");
+    let config = intake_config(&schema, &bootstrap, orders, jobs, out, &group);
+    let mut service = Service::start("kafka-empty", &config);
+    const ROUNDS: usize = 3;
+    for round in 0..ROUNDS {
+        if round > 0 {
+            // The broker came back empty: the application's operator creates the topics again.
+            for name in &names {
+                kafka::py(&bootstrap, &["create-topic", name, "1"]);
+            }
+        }
+        py_publish(&bootstrap, &numbered(orders, round * 10, round * 10 + 10));
+        let stored = (round as i64 + 1) * 10;
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while count(&schema, "SELECT count(*) FROM outbox WHERE state = 'sent'").await < stored {
+            assert!(
+                service.exited().is_none(),
+                "QueueBox exited in round {round}"
+            );
+            if Instant::now() > deadline {
+                service.drain_log();
+                let messages: Vec<String> = service
+                    .log
+                    .iter()
+                    .map(|l| format!("{} {}", l["timestamp"], l["message"]))
+                    .collect();
+                panic!(
+                    "round {round}: {} stored, {} sent; log:\n{}",
+                    count(&schema, "SELECT count(*) FROM inbox").await,
+                    count(&schema, "SELECT count(*) FROM outbox WHERE state = 'sent'").await,
+                    messages.join("\n")
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        wait_ready(
+            &mut service,
+            (200, ""),
+            Duration::from_secs(30),
+            "connecting",
+        );
+        server.halt();
+        wait_ready(
+            &mut service,
+            (503, r#""kafka.orders":{"status":"down""#),
+            Duration::from_secs(30),
+            "the broker is down",
+        );
+        server.resume();
+        wait_ready(
+            &mut service,
+            (200, ""),
+            Duration::from_secs(60),
+            "the broker came back empty",
+        );
+        // A few seconds on the empty broker, where the crash came.
+        let settle = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < settle {
+            assert!(
+                service.exited().is_none(),
+                "QueueBox crashed in round {round}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    service.drain_log();
+    assert!(
+        service.has_log("lost every broker; it replaces its consumer"),
+        "the clear log line"
+    );
+    let keys: Vec<String> = schema
+        .client()
+        .query(
+            "SELECT idempotency_key FROM inbox ORDER BY idempotency_key",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut expected: Vec<String> = (0..ROUNDS * 10).map(|i| format!("m-{i}")).collect();
+    expected.sort();
+    assert_eq!(keys, expected, "every record once, nothing else");
+    assert_eq!(service.stop(), Some(0));
+    schema.drop().await;
+}
+
 fn outbox_config(schema: &TestSchema, bootstrap: &str, destinations: &str, routes: &str) -> String {
     format!(
         r#"database:
