@@ -66,6 +66,12 @@ pub(crate) struct Context {
     /// At least one broker of the cluster (not only a bootstrap address) is connected, as the
     /// last statistics said; false after "all brokers down".
     pub(crate) broker_up: Arc<AtomicBool>,
+    /// This client was connected to a broker of the cluster once.
+    pub(crate) was_up: Arc<AtomicBool>,
+    /// This client lost every broker after it was connected. Its owner replaces it: a broker
+    /// that comes back may have lost the topics, the offsets and the producer ids this client
+    /// holds (see `source::Poller::replace_consumer` and `KafkaDestination::replace`).
+    pub(crate) lost: Arc<AtomicBool>,
 }
 
 impl Context {
@@ -73,7 +79,20 @@ impl Context {
         Self {
             owner,
             broker_up: Arc::new(AtomicBool::new(false)),
+            was_up: Arc::new(AtomicBool::new(false)),
+            lost: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// The client is connected (a metadata answer or a record said so).
+    pub(crate) fn mark_up(&self) {
+        self.broker_up.store(true, Ordering::SeqCst);
+        self.was_up.store(true, Ordering::SeqCst);
+    }
+
+    /// This client lost every broker after it had been connected.
+    pub(crate) fn lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
     }
 }
 
@@ -100,12 +119,20 @@ impl ClientContext for Context {
     fn stats_raw(&self, statistics: &[u8]) {
         if let Some(up) = brokers_up(statistics) {
             self.broker_up.store(up, Ordering::SeqCst);
+            if up {
+                self.was_up.store(true, Ordering::SeqCst);
+            }
         }
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
         if error.rdkafka_error_code() == Some(RDKafkaErrorCode::AllBrokersDown) {
             self.broker_up.store(false, Ordering::SeqCst);
+            // A client that never connected (the cluster is down at the start) is not
+            // replaced: it holds nothing that a returning broker could contradict.
+            if self.was_up.load(Ordering::SeqCst) {
+                self.lost.store(true, Ordering::SeqCst);
+            }
         }
         // librdkafka reports each lost connection here and reconnects by itself: a debug line
         // for those, a warning for anything else.

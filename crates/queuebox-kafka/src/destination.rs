@@ -4,6 +4,7 @@
 //! hash of the key as Kafka's own clients do (DST-40, DST-41). A publish succeeds only on the
 //! broker's acknowledgement (DST-42).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -88,7 +89,7 @@ pub struct KafkaDestination {
     settings: KafkaDestinationSettings,
     /// The one producer; replaced when librdkafka reports it unusable (a fatal error of the
     /// idempotent producer).
-    producer: RwLock<Arc<FutureProducer<Context>>>,
+    producer: RwLock<Arc<KafkaProducer>>,
     default_key: KeyRule,
 }
 
@@ -155,17 +156,27 @@ impl KafkaDestination {
         if !record_key.is_empty() {
             record = record.key(record_key.as_str());
         }
-        let producer = Arc::clone(&self.producer.read().unwrap_or_else(|e| e.into_inner()));
+        let mut producer = Arc::clone(&self.producer.read().unwrap_or_else(|e| e.into_inner()));
+        if producer.lost.load(Ordering::SeqCst) {
+            self.replace(
+                &producer,
+                "the Kafka producer lost every broker; a new producer takes over, so a broker that comes back without its topics or producer ids is used with fresh metadata",
+            );
+            producer = Arc::clone(&self.producer.read().unwrap_or_else(|e| e.into_inner()));
+        }
         let timeout = self.settings.timeout;
         // The delivery timeout of the producer is the same budget; this bound only guards
         // against a report that never comes.
         let sent = tokio::time::timeout(
             timeout + Duration::from_millis(500),
-            producer.send(record, timeout),
+            producer.client.send(record, timeout),
         )
         .await;
         match sent {
-            Ok(Ok(_delivery)) => Outcome::Delivered,
+            Ok(Ok(_delivery)) => {
+                producer.was_up.store(true, Ordering::SeqCst);
+                Outcome::Delivered
+            }
             Ok(Err((err, _))) => {
                 self.replace_if_fatal(&producer);
                 self.failed(&error_text(&err))
@@ -179,17 +190,30 @@ impl KafkaDestination {
 
     /// An idempotent producer that had a fatal error refuses every later record: the next
     /// publish uses a new one.
-    fn replace_if_fatal(&self, failed: &Arc<FutureProducer<Context>>) {
-        let Some((code, reason)) = failed.client().fatal_error() else {
+    fn replace_if_fatal(&self, failed: &Arc<KafkaProducer>) {
+        let Some((code, reason)) = failed.client.client().fatal_error() else {
             return;
         };
-        tracing::warn!(
-            destination = self.settings.name.as_str(),
-            "the Kafka producer had a fatal error ({code:?}: {}); a new producer takes over",
-            queuebox_core::redact::redact(&reason)
+        self.replace(
+            failed,
+            &format!(
+                "the Kafka producer had a fatal error ({code:?}: {}); a new producer takes over",
+                queuebox_core::redact::redact(&reason)
+            ),
         );
+    }
+
+    /// Puts a new producer in the place of `failed`, once (concurrent publishes that saw the
+    /// same producer fail do not replace its successor). Records `failed` still holds finish
+    /// or fail on it; it closes when the last of them returns.
+    ///
+    /// A producer that lost every broker is replaced too: an idempotent producer's id and
+    /// sequence numbers live on the broker, and one that came back without them (tansu keeps
+    /// nothing across a restart) never acknowledges that producer's records again.
+    fn replace(&self, failed: &Arc<KafkaProducer>, why: &str) {
         let mut slot = self.producer.write().unwrap_or_else(|e| e.into_inner());
         if Arc::ptr_eq(&slot, failed) {
+            tracing::warn!(destination = self.settings.name.as_str(), "{why}");
             match create_producer(&self.settings) {
                 Ok(producer) => *slot = Arc::new(producer),
                 Err(err) => tracing::warn!(
@@ -239,16 +263,31 @@ impl KafkaDestination {
     }
 }
 
-fn create_producer(
-    settings: &KafkaDestinationSettings,
-) -> Result<FutureProducer<Context>, KafkaConfigError> {
-    settings
+/// One producer, and the flag its context raises when it lost every broker.
+struct KafkaProducer {
+    client: FutureProducer<Context>,
+    lost: Arc<AtomicBool>,
+    /// Raised by an acknowledgement too: the statistics (every second) may not have said so
+    /// yet when a new producer loses its broker.
+    was_up: Arc<AtomicBool>,
+}
+
+fn create_producer(settings: &KafkaDestinationSettings) -> Result<KafkaProducer, KafkaConfigError> {
+    let context = Context::new(format!("destination {}", settings.name));
+    let lost = Arc::clone(&context.lost);
+    let was_up = Arc::clone(&context.was_up);
+    let client = settings
         .producer_config()
-        .create_with_context(Context::new(format!("destination {}", settings.name)))
+        .create_with_context(context)
         .map_err(|err| KafkaConfigError::Client {
             owner: format!("destinations.{}", settings.name),
             reason: error_text(&err),
-        })
+        })?;
+    Ok(KafkaProducer {
+        client,
+        lost,
+        was_up,
+    })
 }
 
 /// DST-17..20: the topic of this row, or the failure text.
@@ -325,7 +364,7 @@ impl Destination for KafkaDestination {
     async fn close(&self) {
         let producer = Arc::clone(&self.producer.read().unwrap_or_else(|e| e.into_inner()));
         let timeout = self.settings.timeout;
-        let _ = tokio::task::spawn_blocking(move || producer.flush(timeout)).await;
+        let _ = tokio::task::spawn_blocking(move || producer.client.flush(timeout)).await;
     }
 }
 

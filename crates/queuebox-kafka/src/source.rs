@@ -5,6 +5,11 @@
 //! record: the unbroken run of accepted records of each partition is committed synchronously,
 //! a partition whose record was not accepted is sought back to that record, and the next poll
 //! waits 1 s. Partitions are committed before they are revoked.
+//!
+//! When librdkafka reports that every broker is lost, the source replaces its consumer: a
+//! broker that comes back without the topics the old consumer was fetching crashes
+//! librdkafka 2.12.1 (see [`Poller::replace_consumer`]), and a fresh consumer starts from the
+//! cluster's new metadata and the group's committed offsets.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -89,7 +94,8 @@ impl KafkaSourceSettings {
             )
             .set("enable.partition.eof", "false")
             .set("session.timeout.ms", SESSION_TIMEOUT_MS)
-            .set("heartbeat.interval.ms", HEARTBEAT_INTERVAL_MS);
+            .set("heartbeat.interval.ms", HEARTBEAT_INTERVAL_MS)
+            .set("topic.metadata.refresh.interval.ms", METADATA_REFRESH_MS);
         config
     }
 }
@@ -97,17 +103,22 @@ impl KafkaSourceSettings {
 /// A topic and partition.
 type Partition = (String, i32);
 
-/// The client context of a source: the shared one, plus the rebalance hook of INB-66 rule 7.
+/// How often the consumer asks for the cluster's metadata: a subscribed topic that is created
+/// later (or again, on a broker that came back empty) is read within this time. librdkafka's
+/// default is 5 minutes.
+const METADATA_REFRESH_MS: &str = "10000";
+
+/// The client context of a source: the shared one, plus the rebalance hook of INB-66 rule 7
+/// and the watch for a lost cluster.
 struct SourceContext {
     base: Context,
     shared: Arc<Shared>,
 }
 
-/// What the source's task, its rebalance hook and its readiness component share.
+/// What one consumer's poll loop and its callbacks share. A replaced consumer takes a new
+/// one, so the revocation of the old consumer never commits for the new one.
 #[derive(Default)]
 struct Shared {
-    /// The subscription was made (INB-69).
-    subscribed: AtomicBool,
     /// Accepted positions not yet committed (offset + 1 of the last accepted record). The poll
     /// loop commits them after each poll; a revocation commits what is left first.
     uncommitted: Mutex<BTreeMap<Partition, i64>>,
@@ -181,9 +192,17 @@ impl ConsumerContext for SourceContext {
 pub struct KafkaSource {
     name: SourceName,
     settings: KafkaSourceSettings,
-    shared: Arc<Shared>,
+    /// The subscription was made (INB-69).
+    subscribed: Arc<AtomicBool>,
+    /// A broker of the cluster is connected, as the current consumer last saw (INB-69).
     broker_up: Arc<AtomicBool>,
-    consumer: Option<Arc<StreamConsumer<SourceContext>>>,
+    client: Option<Client>,
+}
+
+/// One consumer and what its callbacks share with the poll loop.
+struct Client {
+    consumer: Arc<StreamConsumer<SourceContext>>,
+    shared: Arc<Shared>,
 }
 
 impl KafkaSource {
@@ -191,61 +210,67 @@ impl KafkaSource {
         Self {
             name: SourceName::new(&settings.name),
             settings,
-            shared: Arc::new(Shared::default()),
+            subscribed: Arc::new(AtomicBool::new(false)),
             broker_up: Arc::new(AtomicBool::new(false)),
-            consumer: None,
+            client: None,
         }
     }
 
-    fn error(&self, reason: String) -> SourceError {
-        SourceError {
-            source_name: self.name.clone(),
-            reason,
+    /// The consumer, created and subscribed on first use.
+    fn client(&mut self) -> Result<(Arc<StreamConsumer<SourceContext>>, Arc<Shared>), SourceError> {
+        if self.client.is_none() {
+            let client =
+                subscribe(&self.settings, &self.name, &self.broker_up).map_err(|reason| {
+                    SourceError {
+                        source_name: self.name.clone(),
+                        reason,
+                    }
+                })?;
+            self.subscribed.store(true, Ordering::SeqCst);
+            self.client = Some(client);
         }
+        let client = self.client.as_ref().expect("created above");
+        Ok((Arc::clone(&client.consumer), Arc::clone(&client.shared)))
     }
+}
 
-    /// Creates the consumer and subscribes (no network yet: librdkafka connects in the
-    /// background and keeps reconnecting, INB-74).
-    fn consumer(&mut self) -> Result<Arc<StreamConsumer<SourceContext>>, SourceError> {
-        if let Some(consumer) = &self.consumer {
-            return Ok(Arc::clone(consumer));
-        }
-        let mut base = Context::new(format!("source {}", self.name));
-        base.broker_up = Arc::clone(&self.broker_up);
-        let context = SourceContext {
-            base,
-            shared: Arc::clone(&self.shared),
-        };
-        let consumer: StreamConsumer<SourceContext> = self
-            .settings
-            .consumer_config()
-            .create_with_context(context)
-            .map_err(|err| {
-                self.error(format!(
-                    "the Kafka consumer cannot be created: {}",
-                    error_text(&err)
-                ))
-            })?;
-        let topics: Vec<&str> = self.settings.topics.iter().map(String::as_str).collect();
-        consumer.subscribe(&topics).map_err(|err| {
-            self.error(format!(
-                "cannot subscribe to {}: {}",
-                self.settings.topics.join(", "),
-                error_text(&err)
-            ))
-        })?;
-        self.shared.subscribed.store(true, Ordering::SeqCst);
-        tracing::info!(
-            source = self.name.as_str(),
-            group = self.settings.group_id.as_str(),
-            "Kafka source subscribed to {} on {}",
-            self.settings.topics.join(", "),
-            self.settings.bootstrap_servers.join(",")
-        );
-        let consumer = Arc::new(consumer);
-        self.consumer = Some(Arc::clone(&consumer));
-        Ok(consumer)
-    }
+/// Creates a consumer and subscribes (no network yet: librdkafka connects in the background
+/// and keeps reconnecting, INB-74).
+fn subscribe(
+    settings: &KafkaSourceSettings,
+    name: &SourceName,
+    broker_up: &Arc<AtomicBool>,
+) -> Result<Client, String> {
+    let mut base = Context::new(format!("source {name}"));
+    base.broker_up = Arc::clone(broker_up);
+    let shared = Arc::new(Shared::default());
+    let context = SourceContext {
+        base,
+        shared: Arc::clone(&shared),
+    };
+    let consumer: StreamConsumer<SourceContext> = settings
+        .consumer_config()
+        .create_with_context(context)
+        .map_err(|err| format!("the Kafka consumer cannot be created: {}", error_text(&err)))?;
+    let topics: Vec<&str> = settings.topics.iter().map(String::as_str).collect();
+    consumer.subscribe(&topics).map_err(|err| {
+        format!(
+            "cannot subscribe to {}: {}",
+            settings.topics.join(", "),
+            error_text(&err)
+        )
+    })?;
+    tracing::info!(
+        source = name.as_str(),
+        group = settings.group_id.as_str(),
+        "Kafka source subscribed to {} on {}",
+        settings.topics.join(", "),
+        settings.bootstrap_servers.join(",")
+    );
+    Ok(Client {
+        consumer: Arc::new(consumer),
+        shared,
+    })
 }
 
 /// Runs a blocking librdkafka call (a synchronous commit, a seek, a metadata request) without
@@ -266,22 +291,22 @@ impl Source for KafkaSource {
     /// `kafka.<source>` (INB-69): up while the consumer is subscribed and connected to a broker
     /// of the cluster.
     fn readiness(&self) -> Vec<ReadinessComponent> {
-        let shared = Arc::clone(&self.shared);
+        let subscribed = Arc::clone(&self.subscribed);
         let broker_up = Arc::clone(&self.broker_up);
         vec![ReadinessComponent::flag(
             format!("kafka.{}", self.name),
             ComponentDown::Failed,
-            move || shared.subscribed.load(Ordering::SeqCst) && broker_up.load(Ordering::SeqCst),
+            move || subscribed.load(Ordering::SeqCst) && broker_up.load(Ordering::SeqCst),
         )]
     }
 
     /// INB-74: a consumer that cannot be created (a setting librdkafka refuses) stops the start;
     /// a cluster that cannot be reached does not (the source keeps trying in `run`).
     async fn prepare(&mut self) -> Result<(), SourceError> {
-        let consumer = self.consumer()?;
+        let (consumer, _) = self.client()?;
         let reached = blocking(|| consumer.fetch_metadata(None, PREPARE_WAIT));
         match reached {
-            Ok(_) => self.broker_up.store(true, Ordering::SeqCst),
+            Ok(_) => consumer.context().base.mark_up(),
             Err(err) => tracing::warn!(
                 source = self.name.as_str(),
                 "Kafka source cannot reach {} yet ({}); it keeps trying in the background",
@@ -297,11 +322,13 @@ impl Source for KafkaSource {
         intake: Arc<dyn Intake>,
         stop: CancellationToken,
     ) -> Result<(), SourceError> {
-        let consumer = self.consumer()?;
+        let (consumer, shared) = self.client()?;
+        self.client = None;
         let mut poller = Poller {
             name: self.name.clone(),
-            consumer: Arc::clone(&consumer),
-            shared: Arc::clone(&self.shared),
+            settings: self.settings.clone(),
+            consumer,
+            shared,
             broker_up: Arc::clone(&self.broker_up),
             max_poll_records: self.settings.max_poll_records,
             blocked: HashMap::new(),
@@ -311,9 +338,9 @@ impl Source for KafkaSource {
         // INB-75: every accepted position is committed after its poll; what a failed commit
         // left is committed once more, then the consumer leaves the group and closes.
         poller.commit_uncommitted();
-        self.shared.subscribed.store(false, Ordering::SeqCst);
+        self.subscribed.store(false, Ordering::SeqCst);
+        let consumer = Arc::clone(&poller.consumer);
         drop(poller);
-        self.consumer = None;
         // Closing the consumer leaves the group, which waits for the broker: off the runtime.
         let _ = tokio::task::spawn_blocking(move || {
             consumer.unsubscribe();
@@ -334,6 +361,7 @@ struct Polled {
 /// The poll loop of one source.
 struct Poller {
     name: SourceName,
+    settings: KafkaSourceSettings,
     consumer: Arc<StreamConsumer<SourceContext>>,
     shared: Arc<Shared>,
     broker_up: Arc<AtomicBool>,
@@ -368,6 +396,9 @@ impl Poller {
     /// INB-64: one poll, a 500 ms wait for the first record, then what is already fetched, up
     /// to `maxPollRecords`.
     async fn poll(&mut self) -> Vec<Polled> {
+        if self.consumer.context().base.lost() {
+            self.replace_consumer();
+        }
         self.retry_blocked_seeks();
         let mut records: Vec<OwnedMessage> = Vec::new();
         let first = tokio::time::timeout(POLL_WAIT, self.consumer.recv()).await;
@@ -391,7 +422,7 @@ impl Poller {
         }
         self.failures = 0;
         // A record arrived, so a broker answers.
-        self.broker_up.store(true, Ordering::SeqCst);
+        self.consumer.context().base.mark_up();
         records
             .into_iter()
             .filter_map(|record| {
@@ -412,6 +443,49 @@ impl Poller {
                 })
             })
             .collect()
+    }
+
+    /// Replaces a consumer that lost every broker with a new one in the same group.
+    ///
+    /// Why: librdkafka 2.12.1 dereferences a null topic name (SIGSEGV in
+    /// `rd_kafka_metadata_cache_find`, called by `rd_kafka_metadata_update_op` on its main
+    /// thread) when a Fetch response carries a leader-change tag for a topic it names by an id
+    /// of zero, which is what a broker that came back without the topic answers (seen with
+    /// tansu 0.6). The old consumer is still fetching the partitions it was assigned; a new one
+    /// fetches nothing until it has the returned cluster's metadata and a new assignment. The
+    /// old consumer is unsubscribed at once, so it stops fetching, and closed on a thread of its
+    /// own, since closing waits for brokers that are down. Nothing is lost: positions not yet
+    /// committed are read again by the new member and the inbox drops those duplicates.
+    fn replace_consumer(&mut self) {
+        let new = match subscribe(&self.settings, &self.name, &self.broker_up) {
+            Ok(client) => client,
+            Err(reason) => {
+                // Creating a consumer with settings that worked before does not fail; if it
+                // does, the old one stays and the next poll tries again.
+                tracing::warn!(
+                    source = self.name.as_str(),
+                    "Kafka source: a new consumer cannot be created ({reason}); the old one stays"
+                );
+                return;
+            }
+        };
+        tracing::warn!(
+            source = self.name.as_str(),
+            "Kafka source lost every broker; it replaces its consumer, so a broker that comes back without its topics or offsets is read with fresh metadata (records not committed are read again and dropped as duplicates)"
+        );
+        let old = std::mem::replace(&mut self.consumer, new.consumer);
+        self.shared = new.shared;
+        self.blocked.clear();
+        std::thread::Builder::new()
+            .name("kafka-close".into())
+            .spawn(move || {
+                old.unsubscribe();
+                drop(old);
+            })
+            .map(drop)
+            .unwrap_or_else(|err| {
+                tracing::warn!("the old Kafka consumer cannot be closed on a thread: {err}")
+            });
     }
 
     fn poll_failed(&mut self, err: &KafkaError) {
@@ -525,7 +599,7 @@ impl Poller {
             let _ = list.add_partition_offset(topic, *partition, Offset::Offset(*position));
         }
         match blocking(|| self.consumer.commit(&list, CommitMode::Sync)) {
-            Ok(()) => self.broker_up.store(true, Ordering::SeqCst),
+            Ok(()) => self.consumer.context().base.mark_up(),
             Err(err) => tracing::warn!(
                 source = self.name.as_str(),
                 "Kafka source: a commit failed ({}); the records are read again and the inbox drops them as duplicates",

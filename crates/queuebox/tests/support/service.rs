@@ -129,6 +129,11 @@ impl Service {
         code
     }
 
+    /// The exit status when the process has exited by itself (a crash), else `None`.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
     /// `kill -9`: no shutdown at all.
     pub fn kill_hard(mut self) {
         let _ = self.child.kill();
