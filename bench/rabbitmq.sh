@@ -19,6 +19,7 @@
 #   bench/rabbitmq.sh --messages 5000 --out /tmp/b.md   # a quick try
 #
 # Options: --messages N (100000), --prefetch N (50), --concurrency N (8), --out FILE.
+# QUEUEBOX_BENCH_BIN_DIR=DIR runs the queuebox, qb-amqp-floor and qb-sql-floor already in DIR.
 # Not part of scripts/test.sh: benchmarks are never timed tests.
 set -euo pipefail
 
@@ -34,7 +35,7 @@ while [[ $# -gt 0 ]]; do
         --prefetch) prefetch="$2"; shift 2 ;;
         --concurrency) concurrency="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "rabbitmq.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -56,11 +57,17 @@ say "building the release binaries"
 profile="${QUEUEBOX_BENCH_PROFILE:-release}"
 profile_flag=(--release)
 [[ "$profile" == release ]] || profile_flag=()
-cargo build "${profile_flag[@]}" --quiet -p queuebox -p queuebox-bench \
-    --bin queuebox --bin qb-amqp-floor --bin qb-sql-floor
+# QUEUEBOX_BENCH_BIN_DIR=DIR: run the binaries already built in DIR instead (a before/after
+# pair of two builds, each run by the same script).
+bin_dir="${QUEUEBOX_BENCH_BIN_DIR:-}"
+if [[ -z "$bin_dir" ]]; then
+    cargo build "${profile_flag[@]}" --quiet -p queuebox -p queuebox-bench \
+        --bin queuebox --bin qb-amqp-floor --bin qb-sql-floor
+    bin_dir="$target/$profile"
+fi
 work="$(mktemp -d /tmp/qb-rabbitmq-bench-XXXX)"
 # Copies: other builds in a shared target directory may overwrite the originals meanwhile.
-cp "$target/$profile/queuebox" "$target/$profile/qb-amqp-floor" "$target/$profile/qb-sql-floor" "$work/"
+cp "$bin_dir/queuebox" "$bin_dir/qb-amqp-floor" "$bin_dir/qb-sql-floor" "$work/"
 trap 'rm -rf "$work"' EXIT
 qb="$work/queuebox" floor="$work/qb-amqp-floor" sqlfloor="$work/qb-sql-floor"
 export QUEUEBOX_BENCH_AMQP_URL="$amqp_url"

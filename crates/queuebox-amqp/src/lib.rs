@@ -3,6 +3,7 @@
 //! translates: the intake decides what a received message becomes, the outbox engine decides
 //! retries and dead letters.
 
+mod ack;
 mod classify;
 mod connect;
 mod destination;

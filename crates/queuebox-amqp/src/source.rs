@@ -2,13 +2,15 @@
 //! 5 seconds after a loss (INB-63); one channel that consumes `queueName` with manual
 //! acknowledgement and a prefetch of `prefetchCount` (INB-60). The consuming loop is the one
 //! owner of the channel's acknowledgements (INB-62): it submits each delivery to the intake and
-//! acknowledges from the receipt, which resolves after the commit (INB-54).
+//! acknowledges from the receipt, which resolves after the commit (INB-54). The receipts that
+//! resolved together are acknowledged together (`ack.rs`).
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use lapin::message::Delivery;
 use lapin::options::{
@@ -26,6 +28,7 @@ use queuebox_core::{
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::ack::{AckFrame, AckLedger};
 use crate::connect::{connect, error_text};
 use crate::headers::received;
 
@@ -215,18 +218,20 @@ impl RabbitmqSource {
             "consuming from RabbitMQ"
         );
         let mut in_flight: FuturesUnordered<InFlight> = FuturesUnordered::new();
+        let mut ledger = AckLedger::default();
         let ended = loop {
             tokio::select! {
                 biased;
                 () = stop.cancelled() => break Ended::Stopped,
                 Some(settled) = in_flight.next() => {
-                    if let Err(err) = self.acknowledge(&channel, settled).await {
+                    if let Err(err) = self.acknowledge(&channel, &mut ledger, settled, &mut in_flight).await {
                         break lost(err);
                     }
                 }
                 delivery = consumer.next() => match delivery {
                     Some(Ok(delivery)) => {
                         let (message, tag) = self.received(delivery);
+                        ledger.delivered(tag);
                         let receipt = intake.submit(message, tag).await;
                         in_flight.push(Box::pin(async move {
                             let settled = receipt.await;
@@ -244,7 +249,7 @@ impl RabbitmqSource {
         self.up.store(false, Ordering::SeqCst);
         match ended {
             Ended::Stopped => {
-                self.stop_session(&channel, &tag, in_flight).await;
+                self.stop_session(&channel, &tag, ledger, in_flight).await;
                 Ended::Stopped
             }
             Ended::Lost(reason) => {
@@ -268,6 +273,7 @@ impl RabbitmqSource {
         &self,
         channel: &Channel,
         tag: &str,
+        mut ledger: AckLedger,
         mut in_flight: FuturesUnordered<InFlight>,
     ) {
         if let Err(err) = channel
@@ -280,7 +286,10 @@ impl RabbitmqSource {
         while !in_flight.is_empty() {
             match tokio::time::timeout_at(deadline, in_flight.next()).await {
                 Ok(Some(settled)) => {
-                    if let Err(err) = self.acknowledge(channel, settled).await {
+                    if let Err(err) = self
+                        .acknowledge(channel, &mut ledger, settled, &mut in_flight)
+                        .await
+                    {
                         tracing::warn!(source = %self.settings.name, "acknowledging at shutdown failed: {}", error_text(&err));
                         break;
                     }
@@ -300,32 +309,48 @@ impl RabbitmqSource {
     }
 
     /// INB-54: `basic.ack` for a durable outcome, `basic.nack` with requeue otherwise.
+    /// Settles `first` and every other receipt already resolved (they were usually committed
+    /// by the same insert), hands back at once the deliveries whose storing failed, then
+    /// acknowledges the committed ones in as few frames as the ledger allows.
     async fn acknowledge(
         &self,
         channel: &Channel,
-        settled: Settled<u64>,
+        ledger: &mut AckLedger,
+        first: Settled<u64>,
+        in_flight: &mut FuturesUnordered<InFlight>,
     ) -> Result<(), lapin::Error> {
-        if settled.outcome.is_settled() {
-            channel
-                .basic_ack(settled.ack, BasicAckOptions { multiple: false })
-                .await
-        } else {
-            if let IntakeOutcome::StorageFailed { reason } = &settled.outcome {
-                tracing::warn!(
-                    source = %self.settings.name,
-                    "storing a message failed; it goes back to the queue: {reason}"
-                );
+        let mut next = Some(first);
+        while let Some(settled) = next {
+            if settled.outcome.is_settled() {
+                ledger.settled(settled.ack, true);
+            } else {
+                if let IntakeOutcome::StorageFailed { reason } = &settled.outcome {
+                    tracing::warn!(
+                        source = %self.settings.name,
+                        "storing a message failed; it goes back to the queue: {reason}"
+                    );
+                }
+                ledger.settled(settled.ack, false);
+                channel
+                    .basic_nack(
+                        settled.ack,
+                        BasicNackOptions {
+                            multiple: false,
+                            requeue: true,
+                        },
+                    )
+                    .await?;
             }
-            channel
-                .basic_nack(
-                    settled.ack,
-                    BasicNackOptions {
-                        multiple: false,
-                        requeue: true,
-                    },
-                )
-                .await
+            next = in_flight.next().now_or_never().flatten();
         }
+        for frame in ledger.take_frames() {
+            let (tag, multiple) = match frame {
+                AckFrame::One(tag) => (tag, false),
+                AckFrame::UpTo(tag) => (tag, true),
+            };
+            channel.basic_ack(tag, BasicAckOptions { multiple }).await?;
+        }
+        Ok(())
     }
 
     /// A delivery as the intake takes it (INB-25, INB-27, INB-35, INB-42), and its tag.
