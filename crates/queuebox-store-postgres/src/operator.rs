@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use queuebox_store::{
     Consumption, DeleteOutcome, FinishedInboxState, FinishedOutboxState, InboxFilter, InboxMessage,
     InboxState, InboxSummary, ListCursor, OperatorStore, OutboxFilter, OutboxMessage, OutboxState,
-    OutboxStore, OutboxSummary, Page, PageRequest, RelayStore, StateCount, StateCounts,
+    OutboxStore, OutboxSummary, Page, PageRequest, RelayStore, StateCounts,
     StoreAction, StoreError, run_in_chunks,
 };
 use tokio_postgres::Row;
@@ -105,31 +105,27 @@ impl PgStore {
         })
     }
 
-    /// (group, state, n) rows of a `*_counts.sql`.
+    /// (group, state, n) rows of a `*_counts.sql`; a NULL group is the total of a state.
     async fn group_counts<S: Ord + Copy>(
         &self,
         during: &'static str,
         sql: &str,
         group: &str,
         parse: impl Fn(&str) -> Option<S>,
-    ) -> Result<Vec<StateCount<S>>, StoreError> {
+    ) -> Result<Vec<(Option<String>, S, u64)>, StoreError> {
         let fail = self.pg_fail(during);
         let rows = self.rows(during, sql, &[]).await?;
-        let mut counts = rows
-            .iter()
+        rows.iter()
             .map(|r| {
                 let text: String = r.try_get("state").map_err(&fail)?;
                 let n: i64 = r.try_get("n").map_err(&fail)?;
-                Ok(StateCount {
-                    group: r.try_get(group).map_err(&fail)?,
-                    state: state(during, &text, &parse)?,
-                    count: u64::try_from(n).unwrap_or(0),
-                })
+                Ok((
+                    r.try_get(group).map_err(&fail)?,
+                    state(during, &text, &parse)?,
+                    u64::try_from(n).unwrap_or(0),
+                ))
             })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        // The order of the trait, whatever the database's collation.
-        counts.sort_by(|a, b| (&a.group, a.state).cmp(&(&b.group, b.state)));
-        Ok(counts)
+            .collect()
     }
 }
 
@@ -234,10 +230,11 @@ impl OperatorStore for PgStore {
             .group_counts("counting outbox rows", sql, "topic", OutboxState::parse)
             .await?;
         let pending = self.pending_stats().await?;
-        Ok(StateCounts {
+        Ok(StateCounts::from_rows(
+            OutboxState::ALL,
             counts,
-            oldest_pending_age_seconds: pending.oldest_due_age_seconds,
-        })
+            pending.oldest_due_age_seconds,
+        ))
     }
 
     async fn outbox_topics(&self) -> Result<Vec<String>, StoreError> {
@@ -348,9 +345,7 @@ impl OperatorStore for PgStore {
         let counts = self
             .group_counts("counting inbox rows", sql, "source", InboxState::parse)
             .await?;
-        Ok(StateCounts {
-            counts,
-            oldest_pending_age_seconds: self.inbox_oldest_pending_age().await?,
-        })
+        let age = self.inbox_oldest_pending_age().await?;
+        Ok(StateCounts::from_rows(InboxState::ALL, counts, age))
     }
 }
