@@ -222,10 +222,13 @@ pub struct StateCount<S> {
 /// due pending row by the database clock (0 when none is due).
 #[derive(Clone, Debug, PartialEq)]
 pub struct StateCounts<S> {
-    /// Every state of the table, in the order of the enum, with its exact row count (0 when it
-    /// has none). Each is a count over one range of a state index, read from the index alone
-    /// where the database can (an index-only scan), never from the table.
+    /// Every state of the table, in the order of the enum, with its row count (0 when it has
+    /// none): exact, read from the state indexes, except the state named in `estimated`.
     pub states: Vec<(S, u64)>,
+    /// The state whose total in `states` is an estimate, if any: on PostgreSQL the finished
+    /// state (`sent`, `processed`), from the planner's row count of the table, since an exact
+    /// count reads every such row, which is most of the table.
+    pub estimated: Option<S>,
     /// Rows per group in `pending`, `processing` and `dead` only, ordered by group (byte order),
     /// then state (the order of the enum); a (group, state) without rows is left out. The
     /// finished state (`sent`, `processed`) is not counted per group: the group column is in
@@ -237,7 +240,8 @@ pub struct StateCounts<S> {
 
 impl<S: Copy + Ord> StateCounts<S> {
     /// The counts from the rows of a store's counts statement, in any order: a row without a
-    /// group is the total of its state, a row with one a (group, state) count.
+    /// group is the total of its state, a row with one a (group, state) count. Every total is
+    /// exact; a store that estimates one sets `estimated` afterwards.
     pub fn from_rows(
         all: &[S],
         rows: impl IntoIterator<Item = (Option<String>, S, u64)>,
@@ -264,6 +268,7 @@ impl<S: Copy + Ord> StateCounts<S> {
         counts.sort_by(|a, b| (&a.group, a.state).cmp(&(&b.group, b.state)));
         Self {
             states,
+            estimated: None,
             counts,
             oldest_pending_age_seconds,
         }

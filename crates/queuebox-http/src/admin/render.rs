@@ -154,6 +154,7 @@ pub fn outbox_stats(counts: &StateCounts<OutboxState>, routing: &AdminRouting) -
     }
     json!({
         "states": states,
+        "estimated": counts.estimated.map(OutboxState::as_str).into_iter().collect::<Vec<_>>(),
         "oldestPendingAgeSeconds": counts.oldest_pending_age_seconds,
         "topics": topics
             .into_iter()
@@ -180,6 +181,7 @@ pub fn inbox_stats(counts: &StateCounts<InboxState>) -> Value {
     }
     json!({
         "states": states,
+        "estimated": counts.estimated.map(InboxState::as_str).into_iter().collect::<Vec<_>>(),
         "oldestPendingAgeSeconds": counts.oldest_pending_age_seconds,
         "sources": sources
             .into_iter()
