@@ -8,8 +8,8 @@ use mysql_async::{Row, Value};
 use queuebox_store::{
     Consumption, DeleteOutcome, FinishedInboxState, FinishedOutboxState, InboxFilter, InboxMessage,
     InboxState, InboxSummary, ListCursor, OperatorStore, OutboxFilter, OutboxMessage, OutboxState,
-    OutboxStore, OutboxSummary, Page, PageRequest, RelayStore, StateCounts,
-    StoreAction, StoreError, run_in_chunks,
+    OutboxStore, OutboxSummary, Page, PageRequest, RelayStore, StateCounts, StoreAction,
+    StoreError, run_in_chunks,
 };
 use uuid::Uuid;
 

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use queuebox_store::{
     Consumption, DeleteOutcome, FinishedInboxState, FinishedOutboxState, InboxFilter, InboxMessage,
     InboxState, InboxSummary, ListCursor, OperatorStore, OutboxFilter, OutboxMessage, OutboxState,
-    OutboxStore, OutboxSummary, Page, PageRequest, RelayStore, StateCounts,
-    StoreAction, StoreError, run_in_chunks,
+    OutboxStore, OutboxSummary, Page, PageRequest, RelayStore, StateCounts, StoreAction,
+    StoreError, run_in_chunks,
 };
 use tokio_postgres::Row;
 use uuid::Uuid;

@@ -6,8 +6,7 @@ use async_trait::async_trait;
 use queuebox_store::{
     Consumption, DeleteOutcome, FinishedInboxState, FinishedOutboxState, InboxFilter, InboxMessage,
     InboxState, InboxSummary, ListCursor, OperatorStore, OutboxFilter, OutboxMessage, OutboxState,
-    OutboxSummary, Page, PageRequest, StateCounts, StoreAction, StoreError,
-    run_in_chunks,
+    OutboxSummary, Page, PageRequest, StateCounts, StoreAction, StoreError, run_in_chunks,
 };
 use rusqlite::types::ToSql;
 use rusqlite::{Row, named_params};

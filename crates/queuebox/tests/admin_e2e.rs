@@ -1358,6 +1358,9 @@ async fn adm_14_transform_test_and_stats() {
         stats["outbox"]["states"],
         json!({"pending": 0, "processing": 0, "sent": 4, "dead": 5})
     );
+    // A table never vacuumed or analyzed: every total is counted, none estimated.
+    assert_eq!(stats["outbox"]["estimated"], json!([]));
+    assert_eq!(stats["inbox"]["estimated"], json!([]));
     assert_eq!(
         stats["outbox"]["topics"],
         json!([

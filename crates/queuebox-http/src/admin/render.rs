@@ -171,7 +171,11 @@ pub fn inbox_stats(counts: &StateCounts<InboxState>) -> Value {
         add(&mut states, state.as_str(), *n);
     }
     // Per source, only the states the store counts per group: processed is a total only.
-    const PER_SOURCE: &[InboxState] = &[InboxState::Pending, InboxState::Processing, InboxState::Dead];
+    const PER_SOURCE: &[InboxState] = &[
+        InboxState::Pending,
+        InboxState::Processing,
+        InboxState::Dead,
+    ];
     let mut sources: BTreeMap<&str, Map<String, Value>> = BTreeMap::new();
     for c in &counts.counts {
         let source = sources

@@ -3,8 +3,8 @@
 -- (created_at, id), after the keyset cursor (:after_created_at NULL on the first page). The
 -- state is a code mapped to its literal in the file (SCH-9): 0 pending, 1 processing, 2 sent,
 -- 3 dead. The store asks for one row more than the page, to know whether another page follows.
--- Index: idx_outbox_state_updated (state, updated_at) gives the rows of the state, sorted by
--- created_at here; retention keeps sent and dead rows bounded.
+-- Index: idx_outbox_state_created (state, created_at, id, topic) of migration 5, read
+-- backwards from the cursor: a page reads about one page of rows, however many the state holds.
 -- Filters (ADM-13, ADM-21): a NULL parameter is no filter; an empty JSON array matches nothing.
 -- Times travel as microseconds since 1970 (UTC). The error filter is LOCATE against the
 -- utf8mb4_bin column, a literal, case-sensitive substring: no LIKE wildcard applies.

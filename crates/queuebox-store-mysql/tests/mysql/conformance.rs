@@ -106,9 +106,12 @@ impl ConformanceDatabase for TestDb {
 
     async fn insert_minimal_outbox(&self, topic: &str) -> Result<(), String> {
         let mut conn = self.conn().await;
-        conn.exec_drop("INSERT INTO `outbox` (`topic`, `payload`) VALUES (?, '{}')", (topic,))
-            .await
-            .map_err(|e| e.to_string())
+        conn.exec_drop(
+            "INSERT INTO `outbox` (`topic`, `payload`) VALUES (?, '{}')",
+            (topic,),
+        )
+        .await
+        .map_err(|e| e.to_string())
     }
 
     async fn insert_outbox(&self, layout: &TableLayout, rows: &[NewOutboxRow]) {

@@ -51,7 +51,11 @@ async fn stats_sent_and_processed_totals_are_estimates_once_the_tables_are_analy
     assert_eq!(outbox.total(OutboxState::Dead), 2);
     let inbox = store.inbox_counts().await.expect("inbox counts");
     assert_eq!(inbox.estimated, Some(InboxState::Processed));
-    assert_eq!(inbox.total(InboxState::Processed), 3, "4 analyzed less 1 dead");
+    assert_eq!(
+        inbox.total(InboxState::Processed),
+        3,
+        "4 analyzed less 1 dead"
+    );
     assert_eq!(inbox.total(InboxState::Dead), 1);
     db.drop().await;
 }
