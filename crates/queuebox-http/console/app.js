@@ -69,14 +69,15 @@ function age(seconds) {
   return `${(seconds / 3600).toFixed(1)} h`;
 }
 
-function depthRows(tbody, states, oldest) {
+/// `estimated` names the states whose count is an estimate (docs/admin.md, Stats): shown with ≈.
+function depthRows(tbody, states, oldest, estimated = []) {
   tbody.replaceChildren();
   for (const [name, count] of Object.entries(states)) {
     const tr = document.createElement("tr");
     tr.className = name;
     tr.innerHTML = `<th scope="row"></th><td class="num"></td>`;
     tr.children[0].textContent = name;
-    tr.children[1].textContent = String(count);
+    tr.children[1].textContent = (estimated.includes(name) ? "≈" : "") + String(count);
     tr.dataset.state = name;
     tbody.append(tr);
   }
@@ -89,8 +90,8 @@ function depthRows(tbody, states, oldest) {
 async function refreshStats() {
   try {
     const stats = await api("GET", "/admin/stats");
-    depthRows($("#depth-outbox tbody"), stats.outbox.states, stats.outbox.oldestPendingAgeSeconds);
-    depthRows($("#depth-inbox tbody"), stats.inbox.states, stats.inbox.oldestPendingAgeSeconds);
+    depthRows($("#depth-outbox tbody"), stats.outbox.states, stats.outbox.oldestPendingAgeSeconds, stats.outbox.estimated);
+    depthRows($("#depth-inbox tbody"), stats.inbox.states, stats.inbox.oldestPendingAgeSeconds, stats.inbox.estimated);
     $("#depth-updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
     $("#auth-status").textContent = "connected";
   } catch (err) {

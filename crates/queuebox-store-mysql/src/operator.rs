@@ -8,8 +8,8 @@ use mysql_async::{Row, Value};
 use queuebox_store::{
     Consumption, DeleteOutcome, FinishedInboxState, FinishedOutboxState, InboxFilter, InboxMessage,
     InboxState, InboxSummary, ListCursor, OperatorStore, OutboxFilter, OutboxMessage, OutboxState,
-    OutboxStore, OutboxSummary, Page, PageRequest, RelayStore, StateCount, StateCounts,
-    StoreAction, StoreError, run_in_chunks,
+    OutboxStore, OutboxSummary, Page, PageRequest, RelayStore, StateCounts, StoreAction,
+    StoreError, run_in_chunks,
 };
 use uuid::Uuid;
 
@@ -210,30 +210,26 @@ impl MysqlStore {
         })
     }
 
-    /// (group, state, n) rows of a `*_counts.sql`, in the trait's order.
+    /// (group, state, n) rows of a `*_counts.sql`; a NULL group is the total of a state.
     async fn group_counts<S: Ord + Copy>(
         &self,
         during: &'static str,
         stmt: &Stmt,
         parse: impl Fn(&str) -> Option<S>,
-    ) -> Result<Vec<StateCount<S>>, StoreError> {
+    ) -> Result<Vec<(Option<String>, S, u64)>, StoreError> {
         let rows = self.rows(during, stmt, &[]).await?;
-        let mut counts = rows
-            .iter()
+        rows.iter()
             .map(|row| {
                 let r = Reader { row, during };
                 let text: String = r.get(1)?;
                 let n: i64 = r.get(2)?;
-                Ok(StateCount {
-                    group: r.get(0)?,
-                    state: state(during, &text, &parse)?,
-                    count: u64::try_from(n).unwrap_or(0),
-                })
+                Ok((
+                    r.get(0)?,
+                    state(during, &text, &parse)?,
+                    u64::try_from(n).unwrap_or(0),
+                ))
             })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        // Byte order of the group, whatever the database's collation.
-        counts.sort_by(|a, b| (&a.group, a.state).cmp(&(&b.group, b.state)));
-        Ok(counts)
+            .collect()
     }
 }
 
@@ -347,10 +343,11 @@ impl OperatorStore for MysqlStore {
             )
             .await?;
         let pending = self.pending_stats().await?;
-        Ok(StateCounts {
+        Ok(StateCounts::from_rows(
+            OutboxState::ALL,
             counts,
-            oldest_pending_age_seconds: pending.oldest_due_age_seconds,
-        })
+            pending.oldest_due_age_seconds,
+        ))
     }
 
     async fn outbox_topics(&self) -> Result<Vec<String>, StoreError> {
@@ -459,10 +456,8 @@ impl OperatorStore for MysqlStore {
                 InboxState::parse,
             )
             .await?;
-        Ok(StateCounts {
-            counts,
-            oldest_pending_age_seconds: self.inbox_oldest_pending_age().await?,
-        })
+        let age = self.inbox_oldest_pending_age().await?;
+        Ok(StateCounts::from_rows(InboxState::ALL, counts, age))
     }
 }
 

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use queuebox_store::{
     Consumption, DeleteOutcome, FinishedInboxState, FinishedOutboxState, InboxFilter, InboxMessage,
     InboxState, InboxSummary, ListCursor, OperatorStore, OutboxFilter, OutboxMessage, OutboxState,
-    OutboxStore, OutboxSummary, Page, PageRequest, RelayStore, StateCount, StateCounts,
-    StoreAction, StoreError, run_in_chunks,
+    OutboxStore, OutboxSummary, Page, PageRequest, RelayStore, StateCounts, StoreAction,
+    StoreError, run_in_chunks,
 };
 use tokio_postgres::Row;
 use uuid::Uuid;
@@ -105,30 +105,35 @@ impl PgStore {
         })
     }
 
-    /// (group, state, n) rows of a `*_counts.sql`.
+    /// The rows of a `*_counts.sql`: (group, state, n), a NULL group being the total of a
+    /// state, and the state whose total is an estimate, if any (column `estimated`).
     async fn group_counts<S: Ord + Copy>(
         &self,
         during: &'static str,
         sql: &str,
         group: &str,
+        all: &[S],
         parse: impl Fn(&str) -> Option<S>,
-    ) -> Result<Vec<StateCount<S>>, StoreError> {
+    ) -> Result<StateCounts<S>, StoreError> {
         let fail = self.pg_fail(during);
         let rows = self.rows(during, sql, &[]).await?;
-        let mut counts = rows
-            .iter()
-            .map(|r| {
-                let text: String = r.try_get("state").map_err(&fail)?;
-                let n: i64 = r.try_get("n").map_err(&fail)?;
-                Ok(StateCount {
-                    group: r.try_get(group).map_err(&fail)?,
-                    state: state(during, &text, &parse)?,
-                    count: u64::try_from(n).unwrap_or(0),
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        // The order of the trait, whatever the database's collation.
-        counts.sort_by(|a, b| (&a.group, a.state).cmp(&(&b.group, b.state)));
+        let mut estimated = None;
+        let mut counts = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let text: String = r.try_get("state").map_err(&fail)?;
+            let n: i64 = r.try_get("n").map_err(&fail)?;
+            let state = state(during, &text, &parse)?;
+            if r.try_get::<_, bool>("estimated").map_err(&fail)? {
+                estimated = Some(state);
+            }
+            counts.push((
+                r.try_get(group).map_err(&fail)?,
+                state,
+                u64::try_from(n).unwrap_or(0),
+            ));
+        }
+        let mut counts = StateCounts::from_rows(all, counts, 0.0);
+        counts.estimated = estimated;
         Ok(counts)
     }
 }
@@ -230,14 +235,12 @@ impl OperatorStore for PgStore {
 
     async fn outbox_counts(&self) -> Result<StateCounts<OutboxState>, StoreError> {
         let sql = &self.operator_sql.outbox_counts;
-        let counts = self
-            .group_counts("counting outbox rows", sql, "topic", OutboxState::parse)
+        let (during, all) = ("counting outbox rows", OutboxState::ALL);
+        let mut counts = self
+            .group_counts(during, sql, "topic", all, OutboxState::parse)
             .await?;
-        let pending = self.pending_stats().await?;
-        Ok(StateCounts {
-            counts,
-            oldest_pending_age_seconds: pending.oldest_due_age_seconds,
-        })
+        counts.oldest_pending_age_seconds = self.pending_stats().await?.oldest_due_age_seconds;
+        Ok(counts)
     }
 
     async fn outbox_topics(&self) -> Result<Vec<String>, StoreError> {
@@ -345,12 +348,11 @@ impl OperatorStore for PgStore {
 
     async fn inbox_counts(&self) -> Result<StateCounts<InboxState>, StoreError> {
         let sql = &self.operator_sql.inbox_counts;
-        let counts = self
-            .group_counts("counting inbox rows", sql, "source", InboxState::parse)
+        let (during, all) = ("counting inbox rows", InboxState::ALL);
+        let mut counts = self
+            .group_counts(during, sql, "source", all, InboxState::parse)
             .await?;
-        Ok(StateCounts {
-            counts,
-            oldest_pending_age_seconds: self.inbox_oldest_pending_age().await?,
-        })
+        counts.oldest_pending_age_seconds = self.inbox_oldest_pending_age().await?;
+        Ok(counts)
     }
 }

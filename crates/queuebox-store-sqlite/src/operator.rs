@@ -6,8 +6,7 @@ use async_trait::async_trait;
 use queuebox_store::{
     Consumption, DeleteOutcome, FinishedInboxState, FinishedOutboxState, InboxFilter, InboxMessage,
     InboxState, InboxSummary, ListCursor, OperatorStore, OutboxFilter, OutboxMessage, OutboxState,
-    OutboxSummary, Page, PageRequest, StateCount, StateCounts, StoreAction, StoreError,
-    run_in_chunks,
+    OutboxSummary, Page, PageRequest, StateCounts, StoreAction, StoreError, run_in_chunks,
 };
 use rusqlite::types::ToSql;
 use rusqlite::{Row, named_params};
@@ -213,24 +212,21 @@ fn delete_outcome(state: Option<String>, deleted: usize) -> DeleteOutcome {
     }
 }
 
+/// (group, state, n) rows of a `*_counts.sql`; a NULL group is the total of a state.
 fn counts<S: Ord + Copy>(
     conn: &rusqlite::Connection,
     sql: &str,
     parse: fn(&str) -> Option<S>,
-) -> rusqlite::Result<Vec<StateCount<S>>> {
-    let mut counts = conn
-        .prepare_cached(sql)?
+) -> rusqlite::Result<Vec<(Option<String>, S, u64)>> {
+    conn.prepare_cached(sql)?
         .query_map([], |r| {
-            Ok(StateCount {
-                group: r.get(0)?,
-                state: parsed(r, 1, parse)?,
-                count: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
-            })
+            Ok((
+                r.get(0)?,
+                parsed(r, 1, parse)?,
+                u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+            ))
         })?
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    // The order of the trait, whatever the collation.
-    counts.sort_by(|a, b| (&a.group, a.state).cmp(&(&b.group, b.state)));
-    Ok(counts)
+        .collect()
 }
 
 #[async_trait]
@@ -359,10 +355,11 @@ impl OperatorStore for SqliteStore {
             )
             .await?;
         let pending = queuebox_store::OutboxStore::pending_stats(self).await?;
-        Ok(StateCounts {
+        Ok(StateCounts::from_rows(
+            OutboxState::ALL,
             counts,
-            oldest_pending_age_seconds: pending.oldest_due_age_seconds,
-        })
+            pending.oldest_due_age_seconds,
+        ))
     }
 
     async fn outbox_topics(&self) -> Result<Vec<String>, StoreError> {
@@ -500,10 +497,7 @@ impl OperatorStore for SqliteStore {
                 |conn, sql| counts(conn, &sql.inbox_counts, InboxState::parse),
             )
             .await?;
-        Ok(StateCounts {
-            counts,
-            oldest_pending_age_seconds: queuebox_store::RelayStore::inbox_oldest_pending_age(self)
-                .await?,
-        })
+        let age = queuebox_store::RelayStore::inbox_oldest_pending_age(self).await?;
+        Ok(StateCounts::from_rows(InboxState::ALL, counts, age))
     }
 }

@@ -13,6 +13,8 @@ const MIGRATION_2: &str = include_str!("../migrations/0002_create_inbox.sql");
 // Issue 14 item 7; the number is reserved in crates/queuebox-store/src/versions.rs.
 const MIGRATION_3: &str = include_str!("../migrations/0003_outbox_topic_not_empty.sql");
 const MIGRATION_4: &str = include_str!("../migrations/0004_add_inbox_raw_body.sql");
+// The admin lists' order (ADM-11); the number is listed in crates/queuebox-store/src/versions.rs.
+const MIGRATION_5: &str = include_str!("../migrations/0005_outbox_state_created_index.sql");
 
 /// The SQLite text of a bundled version (schema.md §5.4).
 pub fn bundled_sql(version: u32) -> Option<&'static str> {
@@ -21,6 +23,7 @@ pub fn bundled_sql(version: u32) -> Option<&'static str> {
         2 => Some(MIGRATION_2),
         3 => Some(MIGRATION_3),
         4 => Some(MIGRATION_4),
+        5 => Some(MIGRATION_5),
         _ => None,
     }
 }
@@ -197,7 +200,7 @@ mod tests {
             let header = format!("-- Version {}: {}", version.version, version.description);
             assert!(text.starts_with(&header), "{header}");
         }
-        assert_eq!(bundled_sql(5), None);
+        assert_eq!(bundled_sql(6), None);
     }
 
     #[test]

@@ -218,14 +218,69 @@ pub struct StateCount<S> {
     pub count: u64,
 }
 
-/// Rows per group and state, and the age of the oldest due pending row by the database clock
-/// (0 when none is due).
+/// Rows per state, rows per group in the states an operator acts on, and the age of the oldest
+/// due pending row by the database clock (0 when none is due).
 #[derive(Clone, Debug, PartialEq)]
 pub struct StateCounts<S> {
-    /// Ordered by group (byte order), then state (the order of the enum); a (group, state)
-    /// without rows is left out.
+    /// Every state of the table, in the order of the enum, with its row count (0 when it has
+    /// none): exact, read from the state indexes, except the state named in `estimated`.
+    pub states: Vec<(S, u64)>,
+    /// The state whose total in `states` is an estimate, if any: on PostgreSQL the finished
+    /// state (`sent`, `processed`), from the planner's row count of the table, since an exact
+    /// count reads every such row, which is most of the table.
+    pub estimated: Option<S>,
+    /// Rows per group in `pending`, `processing` and `dead` only, ordered by group (byte order),
+    /// then state (the order of the enum); a (group, state) without rows is left out. The
+    /// finished state (`sent`, `processed`) is not counted per group: the group column is in
+    /// no state index, so that count would read every finished row of the table, which is
+    /// most of it.
     pub counts: Vec<StateCount<S>>,
     pub oldest_pending_age_seconds: f64,
+}
+
+impl<S: Copy + Ord> StateCounts<S> {
+    /// The counts from the rows of a store's counts statement, in any order: a row without a
+    /// group is the total of its state, a row with one a (group, state) count. Every total is
+    /// exact; a store that estimates one sets `estimated` afterwards.
+    pub fn from_rows(
+        all: &[S],
+        rows: impl IntoIterator<Item = (Option<String>, S, u64)>,
+        oldest_pending_age_seconds: f64,
+    ) -> Self {
+        let mut states: Vec<(S, u64)> = all.iter().map(|s| (*s, 0)).collect();
+        let mut counts = Vec::new();
+        for (group, state, count) in rows {
+            match group {
+                None => {
+                    if let Some(total) = states.iter_mut().find(|(s, _)| *s == state) {
+                        total.1 += count;
+                    }
+                }
+                Some(group) if count > 0 => counts.push(StateCount {
+                    group,
+                    state,
+                    count,
+                }),
+                Some(_) => {}
+            }
+        }
+        // The order of the trait, whatever the database's collation.
+        counts.sort_by(|a, b| (&a.group, a.state).cmp(&(&b.group, b.state)));
+        Self {
+            states,
+            estimated: None,
+            counts,
+            oldest_pending_age_seconds,
+        }
+    }
+
+    /// The exact total of one state.
+    pub fn total(&self, state: S) -> u64 {
+        self.states
+            .iter()
+            .find(|(s, _)| *s == state)
+            .map_or(0, |(_, n)| *n)
+    }
 }
 
 /// The operator side of a store. Each bulk operation takes its rows oldest first (outbox by
@@ -266,7 +321,7 @@ pub trait OperatorStore: Send + Sync {
         limit: Option<u64>,
     ) -> Result<u64, StoreError>;
 
-    /// Outbox rows per topic and state, and the oldest due pending age.
+    /// Outbox rows per state, per topic and live state, and the oldest due pending age.
     async fn outbox_counts(&self) -> Result<StateCounts<OutboxState>, StoreError>;
 
     /// Every distinct topic of the outbox, sorted, for resolving `destination` (ADM-13).
@@ -303,7 +358,8 @@ pub trait OperatorStore: Send + Sync {
         limit: Option<u64>,
     ) -> Result<u64, StoreError>;
 
-    /// Inbox rows per source and state, and the oldest due pending age (push and pull).
+    /// Inbox rows per state, per source and live state, and the oldest due pending age (push
+    /// and pull).
     async fn inbox_counts(&self) -> Result<StateCounts<InboxState>, StoreError>;
 }
 

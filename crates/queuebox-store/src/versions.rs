@@ -28,13 +28,19 @@ pub const BUNDLED_VERSIONS: &[BundledVersion] = &[
         version: RAW_BODY_VERSION,
         description: "add inbox raw_body",
     },
+    // Issue 13: the outbox index (state, created_at, id) of the admin lists' order (ADM-11) and
+    // of the per-state counts of GET /admin/stats.
+    BundledVersion {
+        version: 5,
+        description: "outbox state created index",
+    },
 ];
 
 /// The version that adds the nullable `inbox.raw_body` column of `storeRawBody` (issue 15).
 pub const RAW_BODY_VERSION: u32 = 4;
 
 /// The highest bundled version: the upper bound of `--baseline` (SCH-56).
-pub const HIGHEST_VERSION: u32 = RAW_BODY_VERSION;
+pub const HIGHEST_VERSION: u32 = 5;
 
 /// The history table (SCH-23). Never mapped, never renamed.
 pub const SCHEMA_HISTORY_TABLE: &str = "queuebox_schema_history";
@@ -122,7 +128,7 @@ mod tests {
     #[test]
     fn sch_43_versions_are_ascending_and_end_at_highest() {
         let numbers: Vec<u32> = BUNDLED_VERSIONS.iter().map(|v| v.version).collect();
-        assert_eq!(numbers, vec![1, 2, 3, RAW_BODY_VERSION]);
+        assert_eq!(numbers, vec![1, 2, 3, RAW_BODY_VERSION, 5]);
         assert_eq!(numbers.last().copied(), Some(HIGHEST_VERSION));
         assert_eq!(bundled(1).map(|v| v.description), Some("create outbox"));
         assert_eq!(bundled(2).map(|v| v.description), Some("create inbox"));

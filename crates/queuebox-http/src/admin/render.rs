@@ -119,6 +119,15 @@ fn add(map: &mut Map<String, Value>, state: &str, n: u64) {
 /// The `outbox` half of `GET /admin/stats`.
 pub fn outbox_stats(counts: &StateCounts<OutboxState>, routing: &AdminRouting) -> Value {
     let mut states = zero_states(OutboxState::ALL, OutboxState::as_str);
+    for (state, n) in &counts.states {
+        add(&mut states, state.as_str(), *n);
+    }
+    // Per topic, only the states the store counts per group: sent is a total only.
+    const PER_TOPIC: &[OutboxState] = &[
+        OutboxState::Pending,
+        OutboxState::Processing,
+        OutboxState::Dead,
+    ];
     let mut topics: BTreeMap<&str, Map<String, Value>> = BTreeMap::new();
     let mut dead: BTreeMap<Option<&str>, u64> = routing
         .destinations()
@@ -126,10 +135,9 @@ pub fn outbox_stats(counts: &StateCounts<OutboxState>, routing: &AdminRouting) -
         .map(|d| (Some(d.as_str()), 0))
         .collect();
     for c in &counts.counts {
-        add(&mut states, c.state.as_str(), c.count);
         let topic = topics
             .entry(c.group.as_str())
-            .or_insert_with(|| zero_states(OutboxState::ALL, OutboxState::as_str));
+            .or_insert_with(|| zero_states(PER_TOPIC, OutboxState::as_str));
         add(topic, c.state.as_str(), c.count);
         if c.state == OutboxState::Dead {
             *dead.entry(routing.destination_of(&c.group)).or_insert(0) += c.count;
@@ -146,6 +154,7 @@ pub fn outbox_stats(counts: &StateCounts<OutboxState>, routing: &AdminRouting) -
     }
     json!({
         "states": states,
+        "estimated": counts.estimated.map(OutboxState::as_str).into_iter().collect::<Vec<_>>(),
         "oldestPendingAgeSeconds": counts.oldest_pending_age_seconds,
         "topics": topics
             .into_iter()
@@ -158,16 +167,25 @@ pub fn outbox_stats(counts: &StateCounts<OutboxState>, routing: &AdminRouting) -
 /// The `inbox` half of `GET /admin/stats`.
 pub fn inbox_stats(counts: &StateCounts<InboxState>) -> Value {
     let mut states = zero_states(InboxState::ALL, InboxState::as_str);
+    for (state, n) in &counts.states {
+        add(&mut states, state.as_str(), *n);
+    }
+    // Per source, only the states the store counts per group: processed is a total only.
+    const PER_SOURCE: &[InboxState] = &[
+        InboxState::Pending,
+        InboxState::Processing,
+        InboxState::Dead,
+    ];
     let mut sources: BTreeMap<&str, Map<String, Value>> = BTreeMap::new();
     for c in &counts.counts {
-        add(&mut states, c.state.as_str(), c.count);
         let source = sources
             .entry(c.group.as_str())
-            .or_insert_with(|| zero_states(InboxState::ALL, InboxState::as_str));
+            .or_insert_with(|| zero_states(PER_SOURCE, InboxState::as_str));
         add(source, c.state.as_str(), c.count);
     }
     json!({
         "states": states,
+        "estimated": counts.estimated.map(InboxState::as_str).into_iter().collect::<Vec<_>>(),
         "oldestPendingAgeSeconds": counts.oldest_pending_age_seconds,
         "sources": sources
             .into_iter()

@@ -33,5 +33,9 @@ WHERE i.`{state}` = CASE :state
   AND (:error_contains IS NULL OR LOCATE(:error_contains, i.`{last_error}`) > 0)
   AND (:after_created_at IS NULL
        OR (i.`{created_at}`, i.`{id}`) < (TIMESTAMPADD(MICROSECOND, :after_created_at, '1970-01-01 00:00:00.000000'), :after_id))
+  -- The same bound on created_at alone, which the row comparison implies: MariaDB starts the
+  -- index range there instead of reading every row of the state newer than the cursor.
+  AND (:after_created_at IS NULL
+       OR i.`{created_at}` <= TIMESTAMPADD(MICROSECOND, :after_created_at, '1970-01-01 00:00:00.000000'))
 ORDER BY i.`{created_at}` DESC, i.`{id}` DESC
 LIMIT :limit

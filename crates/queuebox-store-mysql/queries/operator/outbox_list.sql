@@ -3,8 +3,8 @@
 -- (created_at, id), after the keyset cursor (:after_created_at NULL on the first page). The
 -- state is a code mapped to its literal in the file (SCH-9): 0 pending, 1 processing, 2 sent,
 -- 3 dead. The store asks for one row more than the page, to know whether another page follows.
--- Index: idx_outbox_state_updated (state, updated_at) gives the rows of the state, sorted by
--- created_at here; retention keeps sent and dead rows bounded.
+-- Index: idx_outbox_state_created (state, created_at, id, topic) of migration 5, read
+-- backwards from the cursor: a page reads about one page of rows, however many the state holds.
 -- Filters (ADM-13, ADM-21): a NULL parameter is no filter; an empty JSON array matches nothing.
 -- Times travel as microseconds since 1970 (UTC). The error filter is LOCATE against the
 -- utf8mb4_bin column, a literal, case-sensitive substring: no LIKE wildcard applies.
@@ -27,5 +27,9 @@ WHERE o.`{state}` = CASE :state
   AND (:error_contains IS NULL OR LOCATE(:error_contains, o.`{last_error}`) > 0)
   AND (:after_created_at IS NULL
        OR (o.`{created_at}`, o.`{id}`) < (TIMESTAMPADD(MICROSECOND, :after_created_at, '1970-01-01 00:00:00.000000'), :after_id))
+  -- The same bound on created_at alone, which the row comparison implies: MariaDB starts the
+  -- index range there instead of reading every row of the state newer than the cursor.
+  AND (:after_created_at IS NULL
+       OR o.`{created_at}` <= TIMESTAMPADD(MICROSECOND, :after_created_at, '1970-01-01 00:00:00.000000'))
 ORDER BY o.`{created_at}` DESC, o.`{id}` DESC
 LIMIT :limit

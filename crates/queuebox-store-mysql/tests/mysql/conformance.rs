@@ -104,6 +104,16 @@ impl ConformanceDatabase for TestDb {
             .await;
     }
 
+    async fn insert_minimal_outbox(&self, topic: &str) -> Result<(), String> {
+        let mut conn = self.conn().await;
+        conn.exec_drop(
+            "INSERT INTO `outbox` (`topic`, `payload`) VALUES (?, '{}')",
+            (topic,),
+        )
+        .await
+        .map_err(|e| e.to_string())
+    }
+
     async fn insert_outbox(&self, layout: &TableLayout, rows: &[NewOutboxRow]) {
         let c = &layout.outbox;
         let sql = format!(

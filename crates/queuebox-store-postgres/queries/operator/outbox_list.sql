@@ -3,8 +3,8 @@
 -- (created_at, id), after the keyset cursor (:after_created_at NULL on the first page). The
 -- state is a code mapped to its literal in the file (SCH-9): 0 pending, 1 processing, 2 sent,
 -- 3 dead. The store asks for one row more than the page, to know whether another page follows.
--- Index: the outbox's state index is (state, updated_at) (schema.md §3), so the rows of the
--- state are read and sorted by created_at; retention keeps sent and dead rows bounded.
+-- Index: idx_outbox_state_created (state, created_at, id) of migration 5, read backwards from
+-- the cursor: a page reads about one page of rows, however many the state holds.
 -- Filters (ADM-13): a NULL parameter is no filter; an empty array matches nothing. The error
 -- filter is strpos, a literal substring: no LIKE wildcard or escape character applies.
 SELECT o."{id}" AS id, o."{topic}"::text AS topic, NULLIF(o."{key}", '')::text AS key,

@@ -78,6 +78,16 @@ impl ConformanceDatabase for TestDb {
         }
     }
 
+    async fn insert_minimal_outbox(&self, topic: &str) -> Result<(), String> {
+        let sql = r#"INSERT INTO "outbox" ("topic", "payload") VALUES ($1, '{}')"#;
+        match self.admin.execute(sql, &[&topic]).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.as_db_error().map_or(e.to_string(), |d| {
+                format!("{} ({:?})", d.message(), d.constraint())
+            })),
+        }
+    }
+
     async fn insert_outbox(&self, layout: &TableLayout, rows: &[NewOutboxRow]) {
         let c = &layout.outbox;
         let sql = format!(

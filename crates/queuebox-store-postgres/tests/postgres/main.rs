@@ -8,4 +8,5 @@ mod errors;
 mod guard;
 mod liveness;
 mod migrate;
+mod stats;
 mod support;

@@ -1,6 +1,19 @@
 -- Locking: none, read only. Isolation: a read snapshot (WAL).
--- Rows per source and state (the admin counts).
+-- Inbox rows for GET /admin/stats: one exact total per state (a row with a NULL source), each
+-- a count over one range of idx_inbox_state_created (a covering index for a count), then rows
+-- per source in the states an operator acts on (pending, processing, dead), from the same
+-- ranges with the source read from the table for those rows only. processed is not counted
+-- per source: that would read every processed row of the table. States are literals (SCH-9).
+SELECT NULL AS source, 'pending' AS state,
+       (SELECT count(*) FROM "{inbox}" i WHERE i."{state}" = 'pending') AS n
+UNION ALL
+SELECT NULL, 'processing', (SELECT count(*) FROM "{inbox}" i WHERE i."{state}" = 'processing')
+UNION ALL
+SELECT NULL, 'processed', (SELECT count(*) FROM "{inbox}" i WHERE i."{state}" = 'processed')
+UNION ALL
+SELECT NULL, 'dead', (SELECT count(*) FROM "{inbox}" i WHERE i."{state}" = 'dead')
+UNION ALL
 SELECT i."{source}", i."{state}", count(*)
 FROM "{inbox}" i
+WHERE i."{state}" IN ('pending', 'processing', 'dead')
 GROUP BY 1, 2
-ORDER BY 1, 2

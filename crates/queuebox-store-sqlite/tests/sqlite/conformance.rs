@@ -139,6 +139,16 @@ impl ConformanceDatabase for TestDb {
         self.rename_by_hand("outbox", layout.outbox.entries(), &layout.outbox_table);
     }
 
+    async fn insert_minimal_outbox(&self, topic: &str) -> Result<(), String> {
+        let conn = self.admin.lock().expect("admin");
+        conn.execute(
+            r#"INSERT INTO "outbox" ("topic", "payload") VALUES (?1, '{}')"#,
+            params![topic],
+        )
+        .map(drop)
+        .map_err(|e| e.to_string())
+    }
+
     async fn insert_outbox(&self, layout: &TableLayout, rows: &[NewOutboxRow]) {
         let c = &layout.outbox;
         let sql = format!(

@@ -15,6 +15,7 @@ macro_rules! __conformance_case_list {
         $crate::conformance_tests! { $($then)* ;
             [
                 sch_49_second_migrate_applies_nothing,
+                sch_43_version_3_refuses_an_empty_topic,
                 sch_61_guard_reports_missing_tables_without_history,
                 sch_61_guard_reports_dropped_column,
                 sch_55_renamed_names_refused_and_nothing_created,

@@ -174,6 +174,11 @@ pub trait ConformanceDatabase: Send + Sync {
     /// follows the slice.
     async fn insert_outbox(&self, layout: &TableLayout, rows: &[NewOutboxRow]);
 
+    /// Test set-up only: the application's minimal INSERT (SCH-28: `topic` and a payload of
+    /// `{}`, default table names) in its own transaction; the database's error text when it
+    /// refuses the row.
+    async fn insert_minimal_outbox(&self, topic: &str) -> Result<(), String>;
+
     /// Test inspection: one row as stored. Panics when it does not exist.
     async fn outbox_row(&self, layout: &TableLayout, id: Uuid) -> OutboxSnapshot;
 

@@ -395,12 +395,21 @@ pub(crate) async fn adm_24_inbox_bulk_delete_takes_only_its_state_and_filter(
         state,
         count,
     };
+    // Every state has its exact total; per source only pending, processing and dead.
+    assert_eq!(
+        counts.states,
+        [
+            (InboxState::Pending, 1),
+            (InboxState::Processing, 0),
+            (InboxState::Processed, 2),
+            (InboxState::Dead, 3),
+        ]
+    );
     assert_eq!(
         counts.counts,
         [
             count("a", InboxState::Pending, 1),
             count("a", InboxState::Dead, 3),
-            count("b", InboxState::Processed, 2),
         ]
     );
     assert!(counts.oldest_pending_age_seconds >= 0.0);

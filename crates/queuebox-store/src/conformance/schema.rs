@@ -1,9 +1,11 @@
 //! The schema-stage checks of the suite (schema.md SCH-49, SCH-55, SCH-56, SCH-61): migrate,
 //! baseline refusals and the guard, on a fresh namespace each.
 
+use std::collections::BTreeMap;
+
 use queuebox_core::{SqlIdentifier, TableLayout};
 
-use super::ConformanceFactory;
+use super::{ConformanceFactory, migrated};
 use crate::error::StoreError;
 use crate::guard::SchemaProblem;
 use crate::versions::{HIGHEST_VERSION, MigrateRequest};
@@ -197,5 +199,25 @@ pub(crate) async fn sch_56_baseline_out_of_range_refused(factory: &dyn Conforman
     }
     let problems = problems_of(store.check_schema(false).await);
     assert_eq!(problems.len(), 2, "something was created: {problems:?}");
+    db.cleanup().await;
+}
+
+/// Version 3 (outbox topic not empty): the application's minimal INSERT with an empty topic is
+/// refused by the database itself, naming `ck_outbox_topic` (a CHECK; triggers on SQLite), and
+/// one with a topic is stored.
+pub(crate) async fn sch_43_version_3_refuses_an_empty_topic(factory: &dyn ConformanceFactory) {
+    let (db, _store) = migrated(factory, "v3topic").await;
+    let refused = db.insert_minimal_outbox("").await;
+    let text = refused.expect_err("an empty topic is refused");
+    assert!(text.contains("ck_outbox_topic"), "{text}");
+    db.insert_minimal_outbox("orders.created")
+        .await
+        .expect("a topic is stored");
+    let layout = TableLayout::default();
+    assert_eq!(
+        db.outbox_states(&layout).await,
+        BTreeMap::from([("pending".to_owned(), 1)]),
+        "only the row with a topic"
+    );
     db.cleanup().await;
 }
