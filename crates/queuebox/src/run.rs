@@ -85,6 +85,9 @@ async fn start(config: Config) -> Result<Service, StartError> {
     // the start at once, naming its key; they are served at step 13.
     let mut settings = ServerSettings::new(config.server.http_port, config.server.management_port);
     settings.max_body_bytes = Some(config.inbox.max_body_bytes);
+    settings.limits.max_connections =
+        usize::try_from(config.server.max_connections).unwrap_or(usize::MAX);
+    settings.metrics = Some(metrics.clone());
     let ports = server::bind_ports(&settings).await.map_err(|err| {
         StartError::new(
             format!("listen on port {}", err.port),
