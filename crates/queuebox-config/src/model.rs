@@ -33,6 +33,9 @@ pub struct ServerConfig {
     pub http_port: u16,
     /// When set, the operational routes are served on this port only.
     pub management_port: Option<u16>,
+    /// `server.maxConnections` (issue 17 defect 5): the open connections of each port; beyond
+    /// it a port accepts no connection until one closes.
+    pub max_connections: u32,
 }
 
 /// `outbox.capture.mode` (CFG-46).

@@ -18,7 +18,13 @@ pub(crate) fn read_server(cx: &mut Cx<'_>, node: Option<&Node>) -> ServerConfig 
     let http_port = get!(cx, s, "httpPort", 8080, |p, n| port(cx, &p, n));
     let management_port = get!(cx, s, "managementPort", None, |p, n| port(cx, &p, n)
         .map(Some));
-    s.finish(cx, &["httpPort", "managementPort"]);
+    let max_connections = get!(cx, s, "maxConnections", 1024, |p, n| v::uint(
+        cx,
+        &p,
+        n,
+        Range::Between(1, 1_000_000)
+    ));
+    s.finish(cx, &["httpPort", "managementPort", "maxConnections"]);
     // CFG-95.
     if management_port == Some(http_port)
         && http_port != 0
@@ -29,6 +35,7 @@ pub(crate) fn read_server(cx: &mut Cx<'_>, node: Option<&Node>) -> ServerConfig 
     ServerConfig {
         http_port,
         management_port,
+        max_connections,
     }
 }
 

@@ -198,7 +198,11 @@ static RETENTION_TABLE: Shape = Section(&[
 pub(crate) static ROOT: Shape = Section(&[
     (
         "server",
-        &Section(&[("httpPort", &Leaf), ("managementPort", &Leaf)]),
+        &Section(&[
+            ("httpPort", &Leaf),
+            ("managementPort", &Leaf),
+            ("maxConnections", &Leaf),
+        ]),
     ),
     (
         "database",

@@ -85,6 +85,22 @@ fn cfg_35_server_ports() {
 }
 
 #[test]
+fn server_max_connections_defaults_to_1024_and_is_at_least_1() {
+    assert_eq!(ok(DB).config.server.max_connections, 1024);
+    assert_eq!(
+        ok(&with_db("server:\n  maxConnections: 64\n"))
+            .config
+            .server
+            .max_connections,
+        64
+    );
+    assert_eq!(
+        errors(&with_db("server:\n  maxConnections: 0\n")),
+        ["- server.maxConnections: must be between 1 and 1000000, got 0"]
+    );
+}
+
+#[test]
 fn cfg_37_database_defaults_and_postgres_target() {
     let c = ok("database:\n  url: jdbc:postgresql://db/app?user=app&password=pw&ApplicationName=qb&connectTimeout=7\n").config;
     assert_eq!(c.database.pool_size, 10);

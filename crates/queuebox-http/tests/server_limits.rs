@@ -158,3 +158,63 @@ async fn ops_6_a_body_not_received_in_time_is_408() {
     .await;
     assert_eq!(status_and_body(&answer), (200, "3 bytes".to_owned()));
 }
+
+/// `server.maxConnections` (issue 17 defect 5): at the bound, a new connection's request is not
+/// served (it waits in the backlog, unaccepted) until an open connection closes; then it is.
+/// The idle connections here outlive the test (a 60 s head timeout), so only their closing can
+/// free a slot.
+#[tokio::test]
+async fn max_connections_hold_a_new_connection_until_one_closes() {
+    use queuebox_telemetry::{Metrics, Port};
+    use tokio::io::AsyncReadExt;
+
+    let metrics = Metrics::new("0.0.0-dev");
+    let mut settings = settings(false);
+    settings.limits.max_connections = 3;
+    settings.limits.header_timeout = Duration::from_secs(60);
+    settings.metrics = Some(metrics.clone());
+    let server = started(settings, endpoints(vec![], axum::Router::new())).await;
+    let addr = server.data_addr();
+    let open = metrics.http_connections(Port::Data).clone();
+
+    let mut idle = Vec::new();
+    for _ in 0..3 {
+        idle.push(TcpStream::connect(addr).await.unwrap());
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while open.get() < 3.0 {
+        assert!(Instant::now() < deadline, "3 connections accepted");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The system completes the handshake of a 4th connection; QueueBox does not accept it.
+    let mut waiting = TcpStream::connect(addr).await.unwrap();
+    waiting
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut first = [0_u8; 1];
+    // Without the bound this is answered in microseconds; with it, nothing can answer it.
+    let early = tokio::time::timeout(Duration::from_millis(500), waiting.read(&mut first)).await;
+    assert!(early.is_err(), "served beyond the bound: {early:?}");
+    assert_eq!(open.get(), 3.0, "never more than the bound");
+
+    drop(idle.pop());
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), waiting.read_to_end(&mut answer))
+        .await
+        .expect("served once a connection closed")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    drop(idle);
+    drop(waiting);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while open.get() > 0.0 {
+        assert!(
+            Instant::now() < deadline,
+            "every slot given back: {}",
+            open.get()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -3,7 +3,7 @@
 //! notify mode.
 
 use queuebox_core::{SqlIdentifier, Table};
-use queuebox_store::{ColumnFix, SchemaDialect};
+use queuebox_store::{ColumnFix, RAW_BODY_COLUMN, SchemaDialect};
 
 pub(crate) struct MysqlDialect;
 
@@ -80,6 +80,13 @@ impl SchemaDialect for MysqlDialect {
 
     fn notify_statements(&self, _table_name: &SqlIdentifier) -> Option<String> {
         None
+    }
+
+    fn add_raw_body(&self, table_name: &SqlIdentifier) -> String {
+        format!(
+            "ALTER TABLE {} ADD COLUMN {RAW_BODY_COLUMN} LONGBLOB NULL;",
+            quote(table_name)
+        )
     }
 }
 

@@ -61,6 +61,13 @@ fn finish_json(writes: &[TerminalWrite], held: &HashSet<Claim>) -> serde_json::V
                 Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)),
                 Some(error.as_str()),
             ),
+            // No error: the statement keeps the row's last_error.
+            TerminalWrite::Hold { attempt, delay, .. } => (
+                OUTCOME_RETRY,
+                Some(*attempt),
+                Some(i64::try_from(delay.as_millis()).unwrap_or(i64::MAX)),
+                None,
+            ),
             TerminalWrite::Dead { attempt, error, .. } => {
                 (OUTCOME_DEAD, Some(*attempt), None, Some(error.as_str()))
             }

@@ -15,8 +15,8 @@ use mysql_async::{
 use queuebox_core::database::{DatabaseConfig, DatabaseTarget, MysqlSslMode, MysqlTarget};
 use queuebox_core::{Secret, TableLayout};
 use queuebox_store::{
-    MigrateReport, MigrateRequest, PoolStatus, SchemaStore, Store, StoreAction, StoreError,
-    evaluate_schema, run_migrate,
+    MigrateReport, MigrateRequest, PoolStatus, SchemaNeeds, SchemaStore, Store, StoreAction,
+    StoreError, evaluate_schema, run_migrate,
 };
 
 use crate::classify;
@@ -420,13 +420,13 @@ impl SchemaStore for MysqlStore {
         run_migrate(&backend, &self.layout, request).await
     }
 
-    async fn check_schema(&self, notify: bool) -> Result<(), StoreError> {
+    async fn check_schema(&self, needs: &SchemaNeeds) -> Result<(), StoreError> {
         const DURING: &str = "reading the catalog";
         let mut conn = self.conn_for(StoreAction::CheckSchema, DURING).await?;
         let facts = guard::read_facts(&mut conn, &self.sql, &self.layout)
             .await
             .map_err(|e| self.error(StoreAction::CheckSchema, DURING, &e))?;
-        let problems = evaluate_schema(&self.layout, &facts, &MysqlDialect, notify);
+        let problems = evaluate_schema(&self.layout, &facts, &MysqlDialect, needs);
         if problems.is_empty() {
             Ok(())
         } else {

@@ -2,7 +2,7 @@
 //! definitions of §5.1, the unique constraint and the notify statements of §4.
 
 use queuebox_core::{SqlIdentifier, Table};
-use queuebox_store::{ColumnFix, SchemaDialect};
+use queuebox_store::{ColumnFix, RAW_BODY_COLUMN, SchemaDialect};
 
 pub(crate) struct PgDialect;
 
@@ -82,6 +82,13 @@ impl SchemaDialect for PgDialect {
             "CREATE OR REPLACE FUNCTION queuebox_outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_notify('queuebox_outbox', TG_TABLE_NAME); RETURN NULL; END $$; CREATE OR REPLACE TRIGGER queuebox_outbox_notify AFTER INSERT ON {} FOR EACH STATEMENT EXECUTE FUNCTION queuebox_outbox_notify();",
             quote(table_name)
         ))
+    }
+
+    fn add_raw_body(&self, table_name: &SqlIdentifier) -> String {
+        format!(
+            "ALTER TABLE {} ADD COLUMN {RAW_BODY_COLUMN} BYTEA NULL;",
+            quote(table_name)
+        )
     }
 }
 

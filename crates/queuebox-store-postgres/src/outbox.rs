@@ -74,6 +74,10 @@ impl FinishArrays {
                     Some(millis(*delay)),
                     Some(error.clone()),
                 ),
+                // No error: the statement keeps the row's last_error.
+                TerminalWrite::Hold { attempt, delay, .. } => {
+                    (OUTCOME_RETRY, Some(*attempt), Some(millis(*delay)), None)
+                }
                 TerminalWrite::Dead { attempt, error, .. } => {
                     (OUTCOME_DEAD, Some(*attempt), None, Some(error.clone()))
                 }

@@ -10,8 +10,8 @@ use deadpool_postgres::{Pool, PoolError};
 use queuebox_core::database::{DatabaseConfig, DatabaseTarget, PostgresTarget};
 use queuebox_core::{Secret, TableLayout};
 use queuebox_store::{
-    MigrateReport, MigrateRequest, PoolStatus, SchemaStore, Store, StoreAction, StoreError,
-    evaluate_schema, run_migrate,
+    MigrateReport, MigrateRequest, PoolStatus, SchemaNeeds, SchemaStore, Store, StoreAction,
+    StoreError, evaluate_schema, run_migrate,
 };
 
 use crate::dialect::PgDialect;
@@ -133,7 +133,7 @@ impl SchemaStore for PgStore {
         run_migrate(&backend, &self.layout, request).await
     }
 
-    async fn check_schema(&self, notify: bool) -> Result<(), StoreError> {
+    async fn check_schema(&self, needs: &SchemaNeeds) -> Result<(), StoreError> {
         const DURING: &str = "reading the catalog";
         let client = self
             .pool
@@ -143,7 +143,7 @@ impl SchemaStore for PgStore {
         let facts = guard::read_facts(&client, &self.catalog_sql, &self.layout)
             .await
             .map_err(|e| self.pg_error(StoreAction::CheckSchema, DURING, &e))?;
-        let problems = evaluate_schema(&self.layout, &facts, &PgDialect, notify);
+        let problems = evaluate_schema(&self.layout, &facts, &PgDialect, needs);
         if problems.is_empty() {
             Ok(())
         } else {

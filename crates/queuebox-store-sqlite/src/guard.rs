@@ -6,7 +6,9 @@
 use std::collections::BTreeSet;
 
 use queuebox_core::{SqlIdentifier, Table, TableLayout};
-use queuebox_store::{ColumnFix, SCHEMA_HISTORY_TABLE, SchemaDialect, SchemaFacts, TableFacts};
+use queuebox_store::{
+    ColumnFix, RAW_BODY_COLUMN, SCHEMA_HISTORY_TABLE, SchemaDialect, SchemaFacts, TableFacts,
+};
 use rusqlite::{Connection, named_params};
 
 use crate::sql::Statements;
@@ -97,6 +99,14 @@ impl SchemaDialect for SqliteDialect {
 
     fn notify_statements(&self, _table_name: &SqlIdentifier) -> Option<String> {
         None
+    }
+
+    fn add_raw_body(&self, table_name: &SqlIdentifier) -> String {
+        // A nullable column without a default: one that SQLite can add to an existing table.
+        format!(
+            "ALTER TABLE {} ADD COLUMN {RAW_BODY_COLUMN} BLOB NULL;",
+            quote(table_name)
+        )
     }
 }
 

@@ -38,6 +38,10 @@ fn finish_json(writes: &[TerminalWrite]) -> String {
                     Some(millis(*delay)),
                     Some(error),
                 ),
+                // No error: the statement keeps the row's last_error.
+                TerminalWrite::Hold { attempt, delay, .. } => {
+                    (OUTCOME_RETRY, Some(*attempt), Some(millis(*delay)), None)
+                }
                 TerminalWrite::Dead { attempt, error, .. } => {
                     (OUTCOME_DEAD, Some(*attempt), None, Some(error))
                 }

@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use queuebox_core::TableLayout;
 use queuebox_core::database::{DatabaseConfig, DatabaseTarget, SqliteTarget};
 use queuebox_store::{
-    MigrateReport, MigrateRequest, PoolStatus, SchemaStore, Store, StoreAction, StoreError,
-    evaluate_schema, run_migrate,
+    MigrateReport, MigrateRequest, PoolStatus, SchemaNeeds, SchemaStore, Store, StoreAction,
+    StoreError, evaluate_schema, run_migrate,
 };
 use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
 
@@ -210,7 +210,7 @@ impl SchemaStore for SqliteStore {
         run_migrate(&backend, &self.layout, request).await
     }
 
-    async fn check_schema(&self, notify: bool) -> Result<(), StoreError> {
+    async fn check_schema(&self, needs: &SchemaNeeds) -> Result<(), StoreError> {
         let layout = self.layout.clone();
         let facts = self
             .read(
@@ -219,7 +219,7 @@ impl SchemaStore for SqliteStore {
                 move |conn, sql| guard::read_facts(conn, sql, &layout),
             )
             .await?;
-        let problems = evaluate_schema(&self.layout, &facts, &SqliteDialect, notify);
+        let problems = evaluate_schema(&self.layout, &facts, &SqliteDialect, needs);
         if problems.is_empty() {
             Ok(())
         } else {

@@ -7,7 +7,32 @@ use std::fmt;
 
 use queuebox_core::{SqlIdentifier, Table, TableLayout};
 
-use crate::versions::{INBOX_VERSION, NOTIFY_OBJECT_NAME, OUTBOX_VERSION};
+use crate::versions::{INBOX_VERSION, NOTIFY_OBJECT_NAME, OUTBOX_VERSION, RAW_BODY_VERSION};
+
+/// The inbox column of `storeRawBody` (migration version 4). Never mapped: config.md's
+/// `columnMapping` has no key for it, so every statement names it literally.
+pub const RAW_BODY_COLUMN: &str = "raw_body";
+
+/// What the configuration needs of the schema beyond the mapped columns, which every
+/// configuration needs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SchemaNeeds {
+    /// `outbox.capture.mode: notify`: the notify trigger (SCH-24).
+    pub notify: bool,
+    /// The sources with `storeRawBody: true` (issue 15 item 4): they need the inbox's
+    /// `raw_body` column, or their first message would fail its insert.
+    pub raw_body_sources: Vec<String>,
+}
+
+impl SchemaNeeds {
+    /// The mapped columns, and the notify trigger when `notify`; no `raw_body`.
+    pub fn notify(notify: bool) -> Self {
+        Self {
+            notify,
+            raw_body_sources: Vec::new(),
+        }
+    }
+}
 
 /// What the catalog says about one table that exists.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -65,6 +90,10 @@ pub trait SchemaDialect: Send + Sync {
     /// The notify function and trigger for this outbox table (SCH-24), on one line. `None` when
     /// the database has no notify mode.
     fn notify_statements(&self, table_name: &SqlIdentifier) -> Option<String>;
+
+    /// The statement that adds the nullable [`RAW_BODY_COLUMN`] to the inbox table, as
+    /// migration version 4 does.
+    fn add_raw_body(&self, table_name: &SqlIdentifier) -> String;
 }
 
 /// One problem the guard found. Names are already quoted; `Display` is the line of SCH-61.
@@ -88,6 +117,12 @@ pub enum SchemaProblem {
     },
     MissingNotifyTrigger {
         table: String,
+        statement: String,
+    },
+    /// `sources`: the configured sources with `storeRawBody: true`, comma-separated.
+    MissingRawBody {
+        table: String,
+        sources: String,
         statement: String,
     },
 }
@@ -138,6 +173,14 @@ impl fmt::Display for SchemaProblem {
                 f,
                 "- table {table} has no trigger {NOTIFY_OBJECT_NAME}, which outbox.capture.mode notify needs. Add it: {statement}"
             ),
+            Self::MissingRawBody {
+                table,
+                sources,
+                statement,
+            } => write!(
+                f,
+                "- table {table} has no column {RAW_BODY_COLUMN}, which storeRawBody: true of source(s) {sources} needs. Run \"queuebox migrate\" (version {RAW_BODY_VERSION} adds it), or add it: {statement}"
+            ),
         }
     }
 }
@@ -147,8 +190,9 @@ pub fn evaluate_schema(
     layout: &TableLayout,
     facts: &SchemaFacts,
     dialect: &dyn SchemaDialect,
-    notify: bool,
+    needs: &SchemaNeeds,
 ) -> Vec<SchemaProblem> {
+    let notify = needs.notify;
     let mut problems = Vec::new();
     let outbox_name = &layout.outbox_table;
     let inbox_name = &layout.inbox_table;
@@ -215,6 +259,15 @@ pub fn evaluate_schema(
                     statement: dialect.add_unique(inbox_name, source, idempotency_key),
                 });
             }
+            // Only a configuration that stores raw bodies needs the column: a database kept at
+            // version 3 by hand serves every other one.
+            if !needs.raw_body_sources.is_empty() && !table.columns.contains(RAW_BODY_COLUMN) {
+                problems.push(SchemaProblem::MissingRawBody {
+                    table: dialect.quote(inbox_name),
+                    sources: needs.raw_body_sources.join(", "),
+                    statement: dialect.add_raw_body(inbox_name),
+                });
+            }
         }
     }
     problems
@@ -267,6 +320,9 @@ mod tests {
         fn notify_statements(&self, t: &SqlIdentifier) -> Option<String> {
             Some(format!("TRIGGER ON {t};"))
         }
+        fn add_raw_body(&self, t: &SqlIdentifier) -> String {
+            format!("ADD {t}.raw_body;")
+        }
     }
 
     fn full_facts(layout: &TableLayout) -> SchemaFacts {
@@ -307,7 +363,12 @@ mod tests {
     fn sch_60_complete_schema_has_no_problem() {
         let layout = TableLayout::default();
         assert_eq!(
-            evaluate_schema(&layout, &full_facts(&layout), &TestDialect, false),
+            evaluate_schema(
+                &layout,
+                &full_facts(&layout),
+                &TestDialect,
+                &SchemaNeeds::notify(false)
+            ),
             vec![]
         );
     }
@@ -320,10 +381,11 @@ mod tests {
             inbox: None,
             recorded_versions: vec![1],
         };
-        let lines: Vec<String> = evaluate_schema(&layout, &facts, &TestDialect, true)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let lines: Vec<String> =
+            evaluate_schema(&layout, &facts, &TestDialect, &SchemaNeeds::notify(true))
+                .iter()
+                .map(ToString::to_string)
+                .collect();
         assert_eq!(
             lines,
             vec![
@@ -347,7 +409,7 @@ mod tests {
                 .into(),
             ];
         }
-        let problems = evaluate_schema(&layout, &facts, &TestDialect, false);
+        let problems = evaluate_schema(&layout, &facts, &TestDialect, &SchemaNeeds::notify(false));
         assert_eq!(problems.len(), 1);
         assert_eq!(
             problems[0].to_string(),
@@ -367,10 +429,11 @@ mod tests {
             outbox.columns.remove("seq_no");
             outbox.columns.remove("topic");
         }
-        let lines: Vec<String> = evaluate_schema(&layout, &facts, &TestDialect, true)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let lines: Vec<String> =
+            evaluate_schema(&layout, &facts, &TestDialect, &SchemaNeeds::notify(true))
+                .iter()
+                .map(ToString::to_string)
+                .collect();
         assert_eq!(
             lines,
             vec![
@@ -382,6 +445,32 @@ mod tests {
     }
 
     #[test]
+    fn sch_60_raw_body_is_needed_only_by_a_source_that_stores_it() {
+        let layout = TableLayout::default();
+        let facts = full_facts(&layout);
+        let needs = SchemaNeeds {
+            notify: false,
+            raw_body_sources: vec!["github".to_owned(), "stripe".to_owned()],
+        };
+        let lines: Vec<String> = evaluate_schema(&layout, &facts, &TestDialect, &needs)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            lines,
+            vec![
+                "- table \"inbox\" has no column raw_body, which storeRawBody: true of source(s) github, stripe needs. Run \"queuebox migrate\" (version 4 adds it), or add it: ADD inbox.raw_body;",
+            ]
+        );
+        let mut with_column = facts.clone();
+        if let Some(inbox) = with_column.inbox.as_mut() {
+            inbox.columns.insert(RAW_BODY_COLUMN.to_owned());
+        }
+        assert!(evaluate_schema(&layout, &with_column, &TestDialect, &needs).is_empty());
+        assert!(evaluate_schema(&layout, &facts, &TestDialect, &SchemaNeeds::default()).is_empty());
+    }
+
+    #[test]
     fn sch_60_enabled_notify_trigger_passes() {
         let layout = TableLayout::default();
         let mut facts = full_facts(&layout);
@@ -390,6 +479,8 @@ mod tests {
                 .enabled_triggers
                 .insert(NOTIFY_OBJECT_NAME.to_owned());
         }
-        assert!(evaluate_schema(&layout, &facts, &TestDialect, true).is_empty());
+        assert!(
+            evaluate_schema(&layout, &facts, &TestDialect, &SchemaNeeds::notify(true)).is_empty()
+        );
     }
 }

@@ -48,7 +48,8 @@ pub use queuebox_core::{ClaimToken, RowId};
 
 pub use error::{StoreAction, StoreError, StoreErrorKind};
 pub use guard::{
-    ColumnFix, SchemaDialect, SchemaFacts, SchemaProblem, TableFacts, evaluate_schema,
+    ColumnFix, RAW_BODY_COLUMN, SchemaDialect, SchemaFacts, SchemaNeeds, SchemaProblem, TableFacts,
+    evaluate_schema,
 };
 pub use intake::{Consumption, InsertOutcome, IntakeStore, NewInboxRow, Schedule, StoredState};
 pub use migrate::{MigrationBackend, MigrationSession, MigrationState, run_migrate};

@@ -50,6 +50,15 @@ pub enum TerminalWrite {
         delay: Duration,
         error: String,
     },
+    /// Held back by the destination guard before its publish (issue 15 item 6): `pending`,
+    /// `attempt` = the given value (the claim's, unchanged), `scheduled_at` = database clock +
+    /// `delay`, and `last_error` kept: a hold is no failure, so the row still shows its last
+    /// real one (SCH-15); the hold shows in `queuebox_outbox_destination_held_total`.
+    Hold {
+        claim: Claim,
+        attempt: i32,
+        delay: Duration,
+    },
     /// `dead`, with `attempt` = the given value (raised by a failed last delivery, unchanged for
     /// no route / invalid row / transform `Dead`) and `last_error` = `error`.
     Dead {
@@ -62,7 +71,10 @@ pub enum TerminalWrite {
 impl TerminalWrite {
     pub fn claim(&self) -> Claim {
         match self {
-            Self::Sent { claim } | Self::Retry { claim, .. } | Self::Dead { claim, .. } => *claim,
+            Self::Sent { claim }
+            | Self::Retry { claim, .. }
+            | Self::Hold { claim, .. }
+            | Self::Dead { claim, .. } => *claim,
         }
     }
 }

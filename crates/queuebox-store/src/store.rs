@@ -6,6 +6,7 @@
 use async_trait::async_trait;
 
 use crate::error::StoreError;
+use crate::guard::SchemaNeeds;
 use crate::intake::IntakeStore;
 use crate::operator::OperatorStore;
 use crate::outbox::OutboxStore;
@@ -20,10 +21,10 @@ pub trait SchemaStore: Send + Sync {
     /// messages. Most stores implement it with [`crate::run_migrate`].
     async fn migrate(&self, request: &MigrateRequest) -> Result<MigrateReport, StoreError>;
 
-    /// The start-up schema guard (SCH-60..63) for the store's mapped names; `notify` is
-    /// `outbox.capture.mode: notify`. Fails with [`StoreError::SchemaMismatch`] listing every
-    /// problem.
-    async fn check_schema(&self, notify: bool) -> Result<(), StoreError>;
+    /// The start-up schema guard (SCH-60..63) for the store's mapped names and what the
+    /// configuration needs beyond them (the notify trigger, `raw_body`). Fails with
+    /// [`StoreError::SchemaMismatch`] listing every problem.
+    async fn check_schema(&self, needs: &SchemaNeeds) -> Result<(), StoreError>;
 
     /// A bounded round trip, for readiness.
     async fn ping(&self) -> Result<(), StoreError>;

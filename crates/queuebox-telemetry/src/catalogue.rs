@@ -91,6 +91,9 @@ pub const INBOX_MESSAGES_DEAD: &str = "queuebox_inbox_messages_dead";
 pub const GAUGE_REFRESH_FAILURES_TOTAL: &str = "queuebox_gauge_refresh_failures_total";
 pub const GAUGE_LAST_REFRESH_TIMESTAMP: &str = "queuebox_gauge_last_refresh_timestamp";
 pub const INBOX_WEBHOOK_REFUSALS_TOTAL: &str = "queuebox_inbox_webhook_refusals_total";
+// The intake's memory and connection bounds (issue 17 defect 5).
+pub const INBOX_HELD_BYTES: &str = "queuebox_inbox_held_bytes";
+pub const HTTP_CONNECTIONS: &str = "queuebox_http_connections";
 
 /// Every family QueueBox exports, in the order of §5.2 (and of the exposition). MET-2: nothing
 /// outside this table is ever rendered.
@@ -128,7 +131,7 @@ use Presence::{AtStart, FirstUse};
 
 // HELP texts are the meaning column of §5.2 verbatim (MET-3), markdown backticks included, so
 // the docs test can compare them without a translation table.
-static CATALOGUE: [FamilySpec; 39] = [
+static CATALOGUE: [FamilySpec; 41] = [
     family(
         INFO,
         Gauge,
@@ -402,5 +405,20 @@ static CATALOGUE: [FamilySpec; 39] = [
         &["source", "reason"],
         FirstUse,
         "Requests to an HTTP source answered with an error, by configured source and reason.",
+    ),
+    // Beyond §5.2: the intake's bounds (issue 17 defect 5).
+    family(
+        INBOX_HELD_BYTES,
+        Gauge,
+        &[],
+        AtStart,
+        "Bytes of request bodies the HTTP sources hold now, being received or waiting for the database; never above `inbox.maxPendingBytes`.",
+    ),
+    family(
+        HTTP_CONNECTIONS,
+        Gauge,
+        &["port"],
+        FirstUse,
+        "Open HTTP connections of a port (`data`, `management`); never above `server.maxConnections`, beyond which new connections wait in the system's backlog.",
     ),
 ];

@@ -222,6 +222,14 @@ label_enum! {
 }
 
 label_enum! {
+    /// `port` of `queuebox_http_connections`.
+    Port {
+        Data => "data",
+        Management => "management",
+    }
+}
+
+label_enum! {
     /// `state` of `queuebox_db_pool_connections`.
     PoolState {
         Active => "active",

@@ -22,7 +22,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use catalogue::*;
 pub use handles::{Clock, CounterHandle, GaugeHandle, SystemClock};
 pub use labels::{
-    DestinationType, HeldReason, InboxStatus, OutboxStatus, PoolState, PublishOutcome,
+    DestinationType, HeldReason, InboxStatus, OutboxStatus, PoolState, Port, PublishOutcome,
     RefusalReason, RejectionReason, StatusClass, Table, TransformStrategy,
 };
 pub use render::CONTENT_TYPE;
@@ -95,11 +95,13 @@ struct Inner {
     gauge_refresh_failures: Counters<Table>,
     gauge_last_refresh: Gauges<Table>,
     webhook_refusals: NamedFamily<RefusalReason, CounterHandle>,
+    inbox_held_bytes: Gauges<NoLabels>,
+    http_connections: Gauges<Port>,
 }
 
 impl Inner {
     /// Every family, in catalogue order (a test holds this list to `catalogue()`).
-    fn families(&self) -> [&dyn Collect; 39] {
+    fn families(&self) -> [&dyn Collect; 41] {
         [
             &self.info,
             &self.uptime,
@@ -140,6 +142,8 @@ impl Inner {
             &self.gauge_refresh_failures,
             &self.gauge_last_refresh,
             &self.webhook_refusals,
+            &self.inbox_held_bytes,
+            &self.http_connections,
         ]
     }
 }
@@ -204,6 +208,8 @@ impl Metrics {
             gauge_refresh_failures: EnumFamily::new(GAUGE_REFRESH_FAILURES_TOTAL, t),
             gauge_last_refresh: EnumFamily::new(GAUGE_LAST_REFRESH_TIMESTAMP, t),
             webhook_refusals: NamedFamily::new(INBOX_WEBHOOK_REFUSALS_TOTAL, t),
+            inbox_held_bytes: EnumFamily::new(INBOX_HELD_BYTES, t),
+            http_connections: EnumFamily::new(HTTP_CONNECTIONS, t),
         };
         Self {
             inner: Arc::new(inner),
@@ -435,6 +441,19 @@ impl Metrics {
     /// the handle or look it up per refusal (a refusal is not the hot path).
     pub fn webhook_refusals(&self, source: &str, reason: RefusalReason) -> CounterHandle {
         self.inner.webhook_refusals.get(source, reason)
+    }
+
+    // --- intake bounds (issue 17 defect 5) --------------------------------------------------------
+
+    /// `queuebox_inbox_held_bytes`: moved by the intake's memory bound as bodies are held and
+    /// given back.
+    pub fn inbox_held_bytes(&self) -> &GaugeHandle {
+        self.inner.inbox_held_bytes.get(NoLabels)
+    }
+
+    /// `queuebox_http_connections{port}`: moved by the port's accept loop.
+    pub fn http_connections(&self, port: Port) -> &GaugeHandle {
+        self.inner.http_connections.get(port)
     }
 }
 

@@ -166,6 +166,8 @@ fn exercise_everything(m: &Metrics) {
     m.gauges_refreshed(Table::Outbox, SystemTime::now());
     m.webhook_refusals("orders", RefusalReason::Unauthorized)
         .inc();
+    m.inbox_held_bytes().add(1024.0);
+    m.http_connections(Port::Data).inc();
 }
 
 #[test]
@@ -543,6 +545,8 @@ fn met_8_catalogue_matches_the_spec_table() {
             "counter",
             &["source", "reason"],
         ),
+        ("queuebox_inbox_held_bytes", "gauge", &[]),
+        ("queuebox_http_connections", "gauge", &["port"]),
     ];
     let actual: Vec<(&str, &str, &[&str])> = catalogue()
         .iter()

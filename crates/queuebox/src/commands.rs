@@ -68,7 +68,7 @@ pub fn migrate(config: Option<PathBuf>, baseline: Option<u32>) -> u8 {
         };
         store.migrate(&request).await.map_err(store_error)?;
         store
-            .check_schema(request.notify)
+            .check_schema(&crate::run::schema_needs(&config))
             .await
             .map_err(store_error)?;
         store.close().await;

@@ -20,7 +20,7 @@ use queuebox_http::admin::filters::{
 use queuebox_http::admin::{AdminError, render};
 use queuebox_store::{
     DeleteOutcome, FinishedInboxState, FinishedOutboxState, InboxFilter, InboxState,
-    OPERATOR_CHUNK, OperatorStore, OutboxFilter, OutboxState, PageRequest, Store,
+    OPERATOR_CHUNK, OperatorStore, OutboxFilter, OutboxState, PageRequest, SchemaNeeds, Store,
 };
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
@@ -269,8 +269,12 @@ fn with_store(
     let result = runtime.block_on(async move {
         let config: Config = load(config, env, &log)?;
         let store = wiring::connect_store(&config).await?;
+        // The operator commands insert nothing, so a missing raw_body does not concern them.
         let notify = config.outbox.capture_mode == CaptureMode::Notify;
-        store.check_schema(notify).await.map_err(store_failed)?;
+        store
+            .check_schema(&SchemaNeeds::notify(notify))
+            .await
+            .map_err(store_failed)?;
         let routing = AdminRouting::from_config(&config);
         let result = body(store.clone(), routing).await;
         store.close().await;

@@ -18,7 +18,7 @@ use queuebox_http::server::{
     self, DataPortRoutes, Endpoints, OperationalRoutes, ServerHandle, ServerSettings,
 };
 use queuebox_http::source::{HttpSourceSettings, source_routes};
-use queuebox_store::{MigrateRequest, Store};
+use queuebox_store::{MigrateRequest, SchemaNeeds, Store};
 use queuebox_telemetry::{DbPoolStatus, Metrics};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -85,6 +85,9 @@ async fn start(config: Config) -> Result<Service, StartError> {
     // the start at once, naming its key; they are served at step 13.
     let mut settings = ServerSettings::new(config.server.http_port, config.server.management_port);
     settings.max_body_bytes = Some(config.inbox.max_body_bytes);
+    settings.limits.max_connections =
+        usize::try_from(config.server.max_connections).unwrap_or(usize::MAX);
+    settings.metrics = Some(metrics.clone());
     let ports = server::bind_ports(&settings).await.map_err(|err| {
         StartError::new(
             format!("listen on port {}", err.port),
@@ -331,8 +334,26 @@ pub async fn start_database(config: &Config) -> Result<Arc<dyn Store>, StartErro
         };
         store.migrate(&request).await.map_err(store_error)?;
     }
-    store.check_schema(notify).await.map_err(store_error)?;
+    store
+        .check_schema(&schema_needs(config))
+        .await
+        .map_err(store_error)?;
     Ok(store)
+}
+
+/// What this configuration needs of the schema beyond the mapped columns: the notify trigger,
+/// and `raw_body` when a source keeps its raw body (so a `migrate: false` database without it
+/// is refused at start, not at a source's first insert).
+pub(crate) fn schema_needs(config: &Config) -> SchemaNeeds {
+    SchemaNeeds {
+        notify: config.outbox.capture_mode == CaptureMode::Notify,
+        raw_body_sources: config
+            .sources
+            .values()
+            .filter(|s| s.store_raw_body)
+            .map(|s| s.name.clone())
+            .collect(),
+    }
 }
 
 /// OPS-18 `database`: a pooled connection and `SELECT 1` within 2000 ms; and (issue 17

@@ -131,6 +131,16 @@ async fn circuit_breaker_holds_rows_without_attempts_while_the_receiver_is_down_
     // The outage goes on for 2.5 s with the circuit open (1 s open time, so 2 or 3 probes).
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let failed_during_outage = receiver.count();
+    // While the breaker holds them, the rows that failed still show that failure: a hold is no
+    // failure (schema.md SCH-15), it shows in the held counter, the log and readiness.
+    let held_notes = "SELECT count(*) FROM outbox WHERE last_error LIKE '%Held by%'";
+    assert_eq!(scalar(&schema, held_notes).await, 0, "no hold note");
+    let failed_pending = "SELECT count(*) FROM outbox WHERE state = 'pending' AND attempt > 0 \
+                          AND last_error LIKE '%503%'";
+    assert!(
+        scalar(&schema, failed_pending).await >= 1,
+        "a failed row waits"
+    );
     down.store(false, Ordering::SeqCst);
 
     wait_until(Duration::from_secs(30), "every row sent", async || {
@@ -157,6 +167,15 @@ async fn circuit_breaker_holds_rows_without_attempts_while_the_receiver_is_down_
         "failures before opening plus one probe per second of outage: {refused}"
     );
     assert!(failed_during_outage as i64 >= refused - 1);
+    // After delivery: every row that failed keeps its last failure, every row that never
+    // failed has none, however often the breaker held it.
+    assert_eq!(scalar(&schema, held_notes).await, 0, "no hold note");
+    let failures_lost = "SELECT count(*) FROM outbox WHERE attempt > 0 \
+                         AND (last_error IS NULL OR last_error NOT LIKE '%503%')";
+    assert_eq!(scalar(&schema, failures_lost).await, 0);
+    let errors_invented =
+        "SELECT count(*) FROM outbox WHERE attempt = 0 AND last_error IS NOT NULL";
+    assert_eq!(scalar(&schema, errors_invented).await, 0);
     let max_attempt = scalar(&schema, "SELECT max(attempt)::bigint FROM outbox").await;
     assert!(max_attempt < 5, "no row came near dying: {max_attempt}");
 

@@ -23,7 +23,7 @@ use tracing::Level;
 use super::PollerContext;
 use super::dispatch::Job;
 use super::held::{Stage, Start};
-use super::row::{RowLog, row_event};
+use super::row::row_event;
 use super::writer::Completion;
 
 /// A row whose rate-limit turn is at most this far away waits in memory; a later one goes back
@@ -479,12 +479,20 @@ pub(super) async fn before_publish(
         Admit::Defer { delay, reason } => {
             let j = job.take()?;
             drop(permit);
-            let write = TerminalWrite::Retry {
+            // The row keeps its last_error: a hold is no failure, and an operator must still
+            // see the last real one. The hold itself is logged and counted (`held_total`).
+            let write = TerminalWrite::Hold {
                 claim: j.claim,
                 attempt: j.message.attempt,
                 delay,
-                error: held_note(guard.name(), reason),
             };
+            row_event!(
+                Level::DEBUG,
+                j.log,
+                reason = held_note(guard.name(), reason),
+                retryInMs = delay.as_millis() as u64,
+                "The destination guard held the message back. It returns to pending without an attempt counted."
+            );
             drop(j.depth);
             if shared.held.advance(&j.claim, Stage::Finishing) {
                 let _ = done.send(Completion {
@@ -505,7 +513,7 @@ pub(super) fn after_publish(pass: Option<Pass>, outcome: &Outcome) {
     }
 }
 
-/// `last_error` of a row the guard returned to `pending`.
+/// Why the guard returned a row to `pending`, for the log (never written to `last_error`).
 fn held_note(destination: &str, reason: HeldReason) -> String {
     match reason {
         HeldReason::RateLimit => format!(
@@ -515,12 +523,6 @@ fn held_note(destination: &str, reason: HeldReason) -> String {
             "Held by the open circuit breaker of destination {destination}; returned to pending without an attempt counted."
         ),
     }
-}
-
-/// A write of [`before_publish`]: a retry that leaves `attempt` as the claim found it. A failed
-/// delivery always raises it (OUT-28), so nothing else looks like this.
-pub(super) fn is_held(write: &TerminalWrite, log: &RowLog) -> bool {
-    matches!(write, TerminalWrite::Retry { attempt, .. } if *attempt == log.attempt)
 }
 
 /// The wait of the next turn, without taking it.

@@ -147,6 +147,7 @@ fn outcome_word(write: &TerminalWrite) -> &'static str {
     match write {
         TerminalWrite::Sent { .. } => "sent",
         TerminalWrite::Retry { .. } => "retry",
+        TerminalWrite::Hold { .. } => "hold",
         TerminalWrite::Dead { .. } => "dead",
     }
 }
@@ -159,7 +160,6 @@ fn settle(shared: &PollerContext, completion: Completion, written: &HashSet<Clai
         return;
     };
     let metrics = &shared.metrics;
-    let held = super::guard::is_held(&write, &log);
     if !written.contains(&claim) {
         metrics.claims_lost(Table::Outbox).inc();
         match write {
@@ -168,7 +168,9 @@ fn settle(shared: &PollerContext, completion: Completion, written: &HashSet<Clai
                 log,
                 "Duplicate delivery: the message was published, but its claim was lost before it was marked sent. Another replica delivers it again."
             ),
-            TerminalWrite::Retry { .. } | TerminalWrite::Dead { .. } => row_event!(
+            TerminalWrite::Retry { .. }
+            | TerminalWrite::Hold { .. }
+            | TerminalWrite::Dead { .. } => row_event!(
                 Level::WARN,
                 log,
                 outcome = outcome_word(&write),
@@ -195,15 +197,8 @@ fn settle(shared: &PollerContext, completion: Completion, written: &HashSet<Clai
             metrics.outbox_messages(OutboxStatus::Sent).inc();
             row_event!(Level::DEBUG, log, "Message delivered.");
         }
-        TerminalWrite::Retry { delay, error, .. } if held => {
-            row_event!(
-                Level::DEBUG,
-                log,
-                %error,
-                retryInMs = delay.as_millis() as u64,
-                "The destination guard held the message back. It returned to pending without an attempt counted."
-            );
-        }
+        // Logged by the guard when it held the row; a hold counts no outcome.
+        TerminalWrite::Hold { .. } => {}
         TerminalWrite::Retry {
             attempt,
             delay,

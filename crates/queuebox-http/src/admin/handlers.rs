@@ -10,6 +10,7 @@ use axum::http::{Response, StatusCode};
 use queuebox_store::{
     DeleteOutcome, FinishedInboxState, FinishedOutboxState, InboxState, OutboxState,
 };
+use queuebox_telemetry::GaugeHandle;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -59,8 +60,9 @@ pub(crate) async fn admit(api: &AdminApi, request: Request) -> Result<Admitted, 
     if declared.is_some_and(|d| d > max) {
         return Err(too_large());
     }
-    // The admin API is outside the intake's memory bound: its own cap is the bound here.
-    let mut held = Budget::new(max).hold();
+    // The admin API is outside the intake's memory bound: its own cap is the bound here, and
+    // its bytes are not the intake's (a detached gauge, never exported).
+    let mut held = Budget::new(max, GaugeHandle::default()).hold();
     let body = match read_capped(body, max, declared, &mut held).await {
         Ok(body) => body,
         Err(BodyError::TooLarge | BodyError::Overloaded) => return Err(too_large()),

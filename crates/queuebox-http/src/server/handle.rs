@@ -5,8 +5,10 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use queuebox_telemetry::Port;
 use tokio::net::TcpListener;
 
+use super::connections::ConnectionBound;
 use super::health::{ProcessState, Readiness};
 use super::listener::{Listener, http1_builder};
 use super::routes::{data_router, management_router, operational_router};
@@ -95,6 +97,13 @@ pub fn serve(bound: BoundPorts, settings: ServerSettings, endpoints: Endpoints) 
     } = bound;
 
     let http = Arc::new(http1_builder(&settings.limits));
+    let bound = |label: &'static str, port: Port| {
+        let open = settings
+            .metrics
+            .as_ref()
+            .map(|m| m.http_connections(port).clone());
+        ConnectionBound::new(settings.limits.max_connections, label, open)
+    };
     let management = management
         .zip(management_listener)
         .map(|(router, (listener, addr))| {
@@ -107,7 +116,8 @@ pub fn serve(bound: BoundPorts, settings: ServerSettings, endpoints: Endpoints) 
                 None,
                 Vec::new(),
             );
-            Listener::serve(listener, addr, service, state, Arc::clone(&http))
+            let bound = bound("management", Port::Management);
+            Listener::serve(listener, addr, service, state, Arc::clone(&http), bound)
         });
     let (listener, addr) = data_listener;
     let state = Arc::new(PortState::new("data"));
@@ -118,7 +128,14 @@ pub fn serve(bound: BoundPorts, settings: ServerSettings, endpoints: Endpoints) 
         settings.max_body_bytes,
         source_paths,
     );
-    let data = Listener::serve(listener, addr, service, state, http);
+    let data = Listener::serve(
+        listener,
+        addr,
+        service,
+        state,
+        http,
+        bound("data", Port::Data),
+    );
     ServerHandle {
         process,
         data,

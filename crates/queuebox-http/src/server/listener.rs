@@ -1,5 +1,6 @@
-//! One listening port: the accept loop, hyper's HTTP/1 connections with the OPS-6 limits, the
-//! 408 for a head that never completes, and the drain-then-close of OPS-26.
+//! One listening port: the accept loop (within `server.maxConnections`), hyper's HTTP/1
+//! connections with the OPS-6 limits, the 408 for a head that never completes, and the
+//! drain-then-close of OPS-26.
 
 use std::io;
 use std::net::SocketAddr;
@@ -15,6 +16,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, sleep, timeout};
 
 use super::HttpLimits;
+use super::connections::{ConnectionBound, Slot};
 use super::refusal_io::RefusalShaping;
 use super::respond::raw_request_timeout;
 use super::service::{PortService, PortState};
@@ -68,9 +70,10 @@ impl Listener {
         service: PortService,
         state: Arc<PortState>,
         http: Arc<http1::Builder>,
+        bound: ConnectionBound,
     ) -> Self {
         let (stop, stop_rx) = watch::channel(false);
-        let task = tokio::spawn(accept_loop(listener, service, http, stop_rx));
+        let task = tokio::spawn(accept_loop(listener, service, http, bound, stop_rx));
         Self {
             addr,
             state,
@@ -151,11 +154,21 @@ async fn accept_loop(
     listener: TcpListener,
     service: PortService,
     http: Arc<http1::Builder>,
+    bound: ConnectionBound,
     stop: watch::Receiver<bool>,
 ) -> JoinSet<()> {
     let mut connections = JoinSet::new();
     let mut stop_accepting = stop.clone();
     loop {
+        // A slot before the accept: at the bound, new connections stay in the system's backlog
+        // (costing this process nothing) until one of ours closes.
+        let slot = match bound.try_slot() {
+            Some(slot) => slot,
+            None => tokio::select! {
+                () = stopped(&mut stop_accepting) => break,
+                slot = bound.next_slot() => slot,
+            },
+        };
         tokio::select! {
             () = stopped(&mut stop_accepting) => break,
             accepted = listener.accept() => match accepted {
@@ -165,6 +178,7 @@ async fn accept_loop(
                         service.clone(),
                         Arc::clone(&http),
                         stop.clone(),
+                        slot.opened(),
                     ));
                 }
                 // A client that gave up before the accept concerns nobody.
@@ -184,11 +198,14 @@ async fn accept_loop(
     connections
 }
 
+/// `_slot` is this connection's place within `server.maxConnections`, given back when the
+/// task ends, however it ends (an abort at shutdown included).
 async fn serve_connection(
     stream: TcpStream,
     service: PortService,
     http: Arc<http1::Builder>,
     mut stop: watch::Receiver<bool>,
+    _slot: Slot,
 ) {
     let _ = stream.set_nodelay(true);
     // hyper's own refusals of a head it cannot parse get the JSON error body (issue 17).

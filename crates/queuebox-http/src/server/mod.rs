@@ -31,6 +31,7 @@
 //! ```
 
 mod body;
+mod connections;
 mod handle;
 mod health;
 mod listener;
@@ -66,6 +67,9 @@ pub struct ServerSettings {
     /// route before the body is read (OPS-6). `None` disables the check.
     pub max_body_bytes: Option<u64>,
     pub limits: HttpLimits,
+    /// Where each port counts its open connections (`queuebox_http_connections`); `None`
+    /// counts nothing.
+    pub metrics: Option<queuebox_telemetry::Metrics>,
 }
 
 impl ServerSettings {
@@ -76,6 +80,7 @@ impl ServerSettings {
             bind_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             max_body_bytes: None,
             limits: HttpLimits::default(),
+            metrics: None,
         }
     }
 }
@@ -92,6 +97,9 @@ pub struct HttpLimits {
     pub header_timeout: Duration,
     /// The body must have arrived this long after the headers → 408.
     pub request_timeout: Duration,
+    /// `server.maxConnections`: the open connections of each port. At the bound a port accepts
+    /// nothing until one closes (issue 17 defect 5).
+    pub max_connections: usize,
 }
 
 impl Default for HttpLimits {
@@ -101,6 +109,7 @@ impl Default for HttpLimits {
             max_header_bytes: 16384,
             header_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
+            max_connections: 1024,
         }
     }
 }

@@ -85,7 +85,7 @@ mod tests {
 
     #[tokio::test]
     async fn inb_12_exactly_the_cap_is_read_one_more_byte_is_refused() {
-        let budget = Budget::new(1000);
+        let budget = Budget::new(1000, queuebox_telemetry::GaugeHandle::default());
         let read = async |len: usize| {
             read_capped(Body::from(vec![b'a'; len]), 10, None, &mut budget.hold()).await
         };
@@ -96,7 +96,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_holds_its_buffer_in_the_budget_and_is_refused_beyond_it() {
-        let budget = Budget::new(100);
+        let budget = Budget::new(100, queuebox_telemetry::GaugeHandle::default());
         let mut held = budget.hold();
         let body = read_capped(Body::from(vec![b'a'; 60]), 1000, None, &mut held).await;
         assert_eq!(body.as_ref().map(Vec::len), Ok(60));

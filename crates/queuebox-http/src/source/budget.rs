@@ -3,16 +3,20 @@
 //! `inbox.maxPendingBytes`. A request whose body would pass it gets 503 with `Retry-After`
 //! instead of a buffer; its bytes are given back when its message is stored, refused or failed
 //! (not merely when the request is answered: a message still queued for the database holds
-//! its bytes until the writer is done with it).
+//! its bytes until the writer is done with it). The bytes held now are the gauge
+//! `queuebox_inbox_held_bytes`; the refusals count in `queuebox_inbox_webhook_refusals_total`
+//! with `reason="overloaded"`.
 
 use std::sync::Arc;
 
+use queuebox_telemetry::GaugeHandle;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The shared pool of bytes. One per process (every source route shares it).
 #[derive(Clone, Debug)]
 pub(crate) struct Budget {
     bytes: Arc<Semaphore>,
+    held_bytes: GaugeHandle,
     #[cfg(test)]
     total: usize,
 }
@@ -22,12 +26,15 @@ pub(crate) struct Budget {
 pub(crate) struct Exhausted;
 
 impl Budget {
-    pub(crate) fn new(total: u64) -> Self {
+    /// `held_bytes` follows every holding and giving back.
+    pub(crate) fn new(total: u64, held_bytes: GaugeHandle) -> Self {
         let total = usize::try_from(total)
             .unwrap_or(usize::MAX)
             .min(Semaphore::MAX_PERMITS);
+        held_bytes.set(0.0);
         Self {
             bytes: Arc::new(Semaphore::new(total)),
+            held_bytes,
             #[cfg(test)]
             total,
         }
@@ -37,6 +44,7 @@ impl Budget {
     pub(crate) fn hold(&self) -> Held {
         Held {
             bytes: Arc::clone(&self.bytes),
+            held_bytes: self.held_bytes.clone(),
             permit: None,
             held: 0,
         }
@@ -53,6 +61,7 @@ impl Budget {
 #[derive(Debug)]
 pub(crate) struct Held {
     bytes: Arc<Semaphore>,
+    held_bytes: GaugeHandle,
     permit: Option<OwnedSemaphorePermit>,
     held: usize,
 }
@@ -73,7 +82,17 @@ impl Held {
             None => self.permit = Some(permit),
         }
         self.held = total;
+        self.held_bytes.add(more as f64);
         Ok(())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // The permit goes back with the struct; the gauge follows it.
+        if self.held > 0 {
+            self.held_bytes.sub(self.held as f64);
+        }
     }
 }
 
@@ -83,7 +102,8 @@ mod tests {
 
     #[test]
     fn holdings_never_pass_the_total_and_come_back_on_drop() {
-        let budget = Budget::new(100);
+        let gauge = GaugeHandle::default();
+        let budget = Budget::new(100, gauge.clone());
         let mut first = budget.hold();
         assert_eq!(first.grow_to(60), Ok(()));
         assert_eq!(first.grow_to(40), Ok(()), "shrinking asks nothing");
@@ -92,11 +112,14 @@ mod tests {
         assert_eq!(budget.in_use(), 60, "a refused growth holds nothing more");
         assert_eq!(second.grow_to(40), Ok(()));
         assert_eq!(budget.in_use(), 100);
+        assert_eq!(gauge.get(), 100.0, "the gauge follows the holdings");
         assert_eq!(first.grow_to(61), Err(Exhausted));
         drop(first);
         assert_eq!(budget.in_use(), 40);
+        assert_eq!(gauge.get(), 40.0);
         assert_eq!(second.grow_to(100), Ok(()));
         drop(second);
         assert_eq!(budget.in_use(), 0);
+        assert_eq!(gauge.get(), 0.0);
     }
 }

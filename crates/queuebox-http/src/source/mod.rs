@@ -125,7 +125,10 @@ pub fn source_routes(
 ) -> SourceRoutes {
     let mut router = Router::new();
     let mut paths = Vec::with_capacity(sources.len());
-    let budget = budget::Budget::new(settings.max_pending_bytes);
+    let budget = budget::Budget::new(
+        settings.max_pending_bytes,
+        settings.metrics.inbox_held_bytes().clone(),
+    );
     for route in sources {
         let path = route.route.clone();
         let handler = Arc::new(RouteHandler {

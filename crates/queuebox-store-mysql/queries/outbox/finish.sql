@@ -5,7 +5,8 @@
 -- Outcome codes: 0 = sent, 1 = retry (back to pending), 2 = dead. The CASE turns each into a
 -- state literal (SCH-9); an unknown code yields NULL, which the NOT NULL column refuses.
 -- Sent leaves attempt, scheduled_at and last_error alone; retry and dead write the given
--- attempt and error (cut to 2000 characters); only retry moves scheduled_at.
+-- attempt and error (cut to 2000 characters); only retry moves scheduled_at. A retry without
+-- an error is a hold by the destination guard: it keeps last_error, the last real failure.
 -- :writes = JSON array of {"id", "token", "outcome", "attempt", "delay_ms", "error"}.
 -- Plan: the JSON array is read first (STRAIGHT_JOIN) and each of its rows finds its table row
 -- through the unique index on id (FORCE INDEX), so the statement locks and waits for those
@@ -24,7 +25,7 @@ SET t.`{state}` = CASE w.outcome WHEN 0 THEN 'sent' WHEN 1 THEN 'pending' WHEN 2
     t.`{scheduled_at}` = CASE WHEN w.outcome = 1
                            THEN UTC_TIMESTAMP(6) + INTERVAL w.delay_ms * 1000 MICROSECOND
                            ELSE t.`{scheduled_at}` END,
-    t.`{last_error}` = CASE WHEN w.outcome = 0 THEN t.`{last_error}` ELSE LEFT(w.error, 2000) END,
+    t.`{last_error}` = CASE WHEN w.outcome = 0 OR w.error IS NULL THEN t.`{last_error}` ELSE LEFT(w.error, 2000) END,
     t.`{claim_token}` = NULL,
     t.`{lease_expires_at}` = NULL,
     t.`{updated_at}` = UTC_TIMESTAMP(6)

@@ -6,7 +6,8 @@
 -- Outcome codes: 0 = sent, 1 = retry (back to pending), 2 = dead. The CASE turns each into a
 -- state literal (SCH-9); an unknown code yields NULL, which the NOT NULL column refuses.
 -- Sent leaves attempt, scheduled_at and last_error alone; retry and dead write the given
--- attempt and error (cut to 2000 characters); only retry moves scheduled_at.
+-- attempt and error (cut to 2000 characters); only retry moves scheduled_at. A retry without
+-- an error is a hold by the destination guard: it keeps last_error, the last real failure.
 -- :ids = ids, :tokens = tokens, :outcomes = outcome codes, :attempts = attempts, :delays_ms = retry delays in ms,
 -- :errors = error texts (all arrays of one length).
 UPDATE "{outbox}" t
@@ -15,7 +16,7 @@ SET "{state}" = CASE w.outcome WHEN 0 THEN 'sent' WHEN 1 THEN 'pending' WHEN 2 T
     "{scheduled_at}" = CASE WHEN w.outcome = 1
                          THEN clock_timestamp() + w.delay_ms * INTERVAL '1 millisecond'
                          ELSE t."{scheduled_at}" END,
-    "{last_error}" = CASE WHEN w.outcome = 0 THEN t."{last_error}" ELSE left(w.error, 2000) END,
+    "{last_error}" = CASE WHEN w.outcome = 0 OR w.error IS NULL THEN t."{last_error}" ELSE left(w.error, 2000) END,
     "{claim_token}" = NULL,
     "{lease_expires_at}" = NULL,
     "{updated_at}" = clock_timestamp()

@@ -2,7 +2,7 @@
 //! names, and fixes that really fix.
 
 use queuebox_core::{SqlIdentifier, TableLayout};
-use queuebox_store::{MigrateRequest, SchemaStore, StoreAction};
+use queuebox_store::{MigrateRequest, SchemaNeeds, SchemaStore, StoreAction};
 
 use crate::support::TestDb;
 
@@ -31,14 +31,20 @@ async fn apply_fix(db: &TestDb, line: &str) {
 async fn sch_61_dropped_sequence_column_gives_the_exact_line_and_fix() {
     let (db, store) = migrated("sch61seq").await;
     db.exec("ALTER TABLE outbox DROP COLUMN sequence").await;
-    let err = store.check_schema(false).await.expect_err("guard fails");
+    let err = store
+        .check_schema(&SchemaNeeds::notify(false))
+        .await
+        .expect_err("guard fails");
     assert_eq!(err.action(), StoreAction::CheckSchema);
     assert_eq!(
         err.startup_line(),
         format!("{HEAD} (1 problem). Fix each one and start QueueBox again.\n{SEQUENCE_LINE}")
     );
     apply_fix(&db, SEQUENCE_LINE).await;
-    store.check_schema(false).await.expect("fixed");
+    store
+        .check_schema(&SchemaNeeds::notify(false))
+        .await
+        .expect("fixed");
     db.drop().await;
 }
 
@@ -47,7 +53,10 @@ async fn sch_63_dropped_unique_constraint_gives_the_exact_line_and_fix() {
     let (db, store) = migrated("sch63").await;
     db.exec("ALTER TABLE inbox DROP CONSTRAINT uq_inbox_source_idempotency")
         .await;
-    let err = store.check_schema(false).await.expect_err("guard fails");
+    let err = store
+        .check_schema(&SchemaNeeds::notify(false))
+        .await
+        .expect_err("guard fails");
     assert_eq!(
         err.to_string(),
         format!(
@@ -55,7 +64,10 @@ async fn sch_63_dropped_unique_constraint_gives_the_exact_line_and_fix() {
         )
     );
     apply_fix(&db, UNIQUE_LINE).await;
-    store.check_schema(false).await.expect("fixed");
+    store
+        .check_schema(&SchemaNeeds::notify(false))
+        .await
+        .expect("fixed");
     db.drop().await;
 }
 
@@ -64,7 +76,10 @@ async fn sch_61_two_problems_are_reported_at_once_as_in_the_spec() {
     let (db, store) = migrated("sch61two").await;
     db.exec("ALTER TABLE outbox DROP COLUMN sequence; ALTER TABLE inbox DROP CONSTRAINT uq_inbox_source_idempotency")
         .await;
-    let err = store.check_schema(false).await.expect_err("guard fails");
+    let err = store
+        .check_schema(&SchemaNeeds::notify(false))
+        .await
+        .expect_err("guard fails");
     assert_eq!(
         err.startup_line(),
         format!(
@@ -83,14 +98,14 @@ async fn sch_60_unique_index_counts_but_a_partial_one_does_not() {
     )
     .await;
     let err = store
-        .check_schema(false)
+        .check_schema(&SchemaNeeds::notify(false))
         .await
         .expect_err("partial index is not enough");
     assert!(err.to_string().ends_with(UNIQUE_LINE), "{err}");
     db.exec("CREATE UNIQUE INDEX full_key ON inbox (idempotency_key, source)")
         .await;
     store
-        .check_schema(false)
+        .check_schema(&SchemaNeeds::notify(false))
         .await
         .expect("a unique index in either order passes");
     db.drop().await;
@@ -104,7 +119,10 @@ async fn sch_62_every_missing_column_fix_is_valid_sql() {
          ALTER TABLE inbox DROP COLUMN consumption, DROP COLUMN correlation_id, DROP COLUMN created_at",
     )
     .await;
-    let err = store.check_schema(false).await.expect_err("guard fails");
+    let err = store
+        .check_schema(&SchemaNeeds::notify(false))
+        .await
+        .expect_err("guard fails");
     let text = err.to_string();
     let lines: Vec<&str> = text.lines().skip(1).collect();
     assert_eq!(lines.len(), 7, "{text}");
@@ -113,7 +131,10 @@ async fn sch_62_every_missing_column_fix_is_valid_sql() {
     for line in lines {
         apply_fix(&db, line).await;
     }
-    store.check_schema(false).await.expect("every fix applied");
+    store
+        .check_schema(&SchemaNeeds::notify(false))
+        .await
+        .expect("every fix applied");
     db.drop().await;
 }
 
@@ -121,7 +142,10 @@ async fn sch_62_every_missing_column_fix_is_valid_sql() {
 async fn sch_61_missing_table_with_history_says_so() {
     let (db, store) = migrated("sch61hist").await;
     db.exec("DROP TABLE inbox").await;
-    let err = store.check_schema(false).await.expect_err("guard fails");
+    let err = store
+        .check_schema(&SchemaNeeds::notify(false))
+        .await
+        .expect_err("guard fails");
     assert_eq!(
         err.to_string(),
         "the schema does not fit this QueueBox (1 problem). Fix each one and start QueueBox again.\n- table \"inbox\" does not exist, although the migration history records it. Create it as the schema page shows."
@@ -133,7 +157,10 @@ async fn sch_61_missing_table_with_history_says_so() {
 async fn sch_61_missing_tables_without_history_say_run_migrate() {
     let db = TestDb::new("sch61none").await;
     let store = db.store().await;
-    let err = store.check_schema(true).await.expect_err("guard fails");
+    let err = store
+        .check_schema(&SchemaNeeds::notify(true))
+        .await
+        .expect_err("guard fails");
     assert_eq!(
         err.to_string(),
         "the schema does not fit this QueueBox (2 problems). Fix each one and start QueueBox again.\n\
@@ -167,11 +194,17 @@ async fn sch_38_guard_uses_mapped_names() {
     assert!(layout.outbox.set("sequence", id("seq_no")));
     assert!(layout.inbox.set("source", id("src")));
     let store = db.store_with(layout).await;
-    store.check_schema(false).await.expect("mapped names pass");
+    store
+        .check_schema(&SchemaNeeds::notify(false))
+        .await
+        .expect("mapped names pass");
 
     db.exec("ALTER TABLE events_in DROP CONSTRAINT uq_inbox_source_idempotency")
         .await;
-    let err = store.check_schema(true).await.expect_err("guard fails");
+    let err = store
+        .check_schema(&SchemaNeeds::notify(true))
+        .await
+        .expect_err("guard fails");
     let text = err.to_string();
     assert!(text.contains("(2 problems)"), "{text}");
     assert!(text.contains("- table \"events_out\" has no trigger queuebox_outbox_notify, which outbox.capture.mode notify needs. Add it: "), "{text}");
@@ -184,7 +217,7 @@ async fn sch_38_guard_uses_mapped_names() {
         apply_fix(&db, line).await;
     }
     store
-        .check_schema(true)
+        .check_schema(&SchemaNeeds::notify(true))
         .await
         .expect("fixed with mapped names");
     db.drop().await;

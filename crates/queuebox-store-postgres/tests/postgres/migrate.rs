@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use queuebox_core::{SqlIdentifier, TableLayout};
-use queuebox_store::{MigrateRequest, SchemaStore, StoreAction, StoreError};
+use queuebox_store::{MigrateRequest, SchemaNeeds, SchemaStore, StoreAction, StoreError};
 use queuebox_store_postgres::{PgStore, bundled_sql, checksum};
 
 use crate::support::{LOCK_KEY, LogCapture, TestDb};
@@ -99,7 +99,10 @@ async fn sch_49_empty_database_gets_both_tables_and_history_rows() {
         db.history().await.len(),
         queuebox_store::BUNDLED_VERSIONS.len()
     );
-    store.check_schema(false).await.expect("guard passes");
+    store
+        .check_schema(&SchemaNeeds::notify(false))
+        .await
+        .expect("guard passes");
     db.drop().await;
 }
 
@@ -169,7 +172,10 @@ async fn sch_56_baseline_1_records_outbox_made_by_hand_and_applies_2() {
         .expect("row")
         .get(0);
     assert_eq!(duration, 0);
-    store.check_schema(false).await.expect("guard passes");
+    store
+        .check_schema(&SchemaNeeds::notify(false))
+        .await
+        .expect("guard passes");
     db.drop().await;
 }
 
@@ -473,7 +479,7 @@ async fn sch_25_notify_mode_creates_the_trigger_and_the_guard_checks_it() {
     let report = store.migrate(&notify).await.expect("migrate");
     assert!(report.notify_created);
     store
-        .check_schema(true)
+        .check_schema(&SchemaNeeds::notify(true))
         .await
         .expect("guard with notify passes");
     let again = store.migrate(&notify).await.expect("migrate again");
@@ -510,18 +516,27 @@ async fn sch_25_notify_mode_creates_the_trigger_and_the_guard_checks_it() {
 
     db.exec("DROP TRIGGER queuebox_outbox_notify ON outbox")
         .await;
-    let err = store.check_schema(true).await.expect_err("trigger missing");
+    let err = store
+        .check_schema(&SchemaNeeds::notify(true))
+        .await
+        .expect_err("trigger missing");
     let text = err.to_string();
     let line = text.lines().nth(1).expect("problem line");
     let prefix = "- table \"outbox\" has no trigger queuebox_outbox_notify, which outbox.capture.mode notify needs. Add it: ";
     assert!(line.starts_with(prefix), "{line}");
     // The fix in the message is valid SQL that satisfies the guard.
     db.exec(&line[prefix.len()..]).await;
-    store.check_schema(true).await.expect("fixed");
+    store
+        .check_schema(&SchemaNeeds::notify(true))
+        .await
+        .expect("fixed");
     // Polling mode ignores the trigger.
     db.exec("DROP TRIGGER queuebox_outbox_notify ON outbox")
         .await;
-    store.check_schema(false).await.expect("polling ignores it");
+    store
+        .check_schema(&SchemaNeeds::notify(false))
+        .await
+        .expect("polling ignores it");
     db.drop().await;
 }
 

@@ -7,7 +7,7 @@ use queuebox_core::TableLayout;
 use queuebox_core::database::SqliteTarget;
 use queuebox_store::{
     Consumption, InsertOutcome, IntakeStore, MigrateRequest, NewInboxRow, RelayStore, Schedule,
-    SchemaStore, StoredState,
+    SchemaNeeds, SchemaStore, StoredState,
 };
 use queuebox_store_sqlite::SqliteStore;
 
@@ -78,7 +78,7 @@ async fn cfg_42_memory_database_is_private_to_its_store() {
     assert_eq!(claimed.len(), 1);
     let two = SqliteStore::connect(&config).await.expect("open");
     assert!(
-        two.check_schema(false).await.is_err(),
+        two.check_schema(&SchemaNeeds::notify(false)).await.is_err(),
         "a second store on sqlite::memory: has a database of its own, without tables"
     );
 }

@@ -39,6 +39,7 @@ macro_rules! __conformance_case_list {
                 out_41_renew_extends_the_lease_and_stale_renews_nothing,
                 out_31_finish_sent_writes_exactly_its_columns,
                 out_28_finish_retry_writes_exactly_its_columns,
+                out_41_hold_keeps_attempt_and_last_error,
                 out_28_finish_dead_writes_exactly_its_columns,
                 out_41_finish_mixed_batch_and_lost_claims,
                 out_58_release_keeps_attempt_schedule_and_error,

@@ -160,6 +160,46 @@ pub(crate) async fn out_28_finish_retry_writes_exactly_its_columns(
     db.cleanup().await;
 }
 
+/// A hold by the destination guard (issue 15 item 6): a retry that leaves `attempt` and
+/// `last_error` as they were, so a row that failed once and is then held by an open circuit
+/// breaker still shows its failure (SCH-15: `last_error` is the reason of the last failure).
+pub(crate) async fn out_41_hold_keeps_attempt_and_last_error(factory: &dyn ConformanceFactory) {
+    let (db, store) = migrated(factory, "out41hold").await;
+    let layout = TableLayout::default();
+    let claim = claimed_rows(&*db, &*store, 1, LONG_LEASE).await[0];
+    let failed = TerminalWrite::Retry {
+        claim,
+        attempt: 1,
+        delay: Duration::ZERO,
+        error: "HTTP 503".into(),
+    };
+    assert_eq!(store.finish(&[failed]).await.expect("finish"), vec![claim]);
+    let again = store.claim(1, LONG_LEASE).await.expect("claim");
+    assert_eq!(again.len(), 1);
+    let claim = claim_of(&again, claim.id.0);
+    let before = db.outbox_row(&layout, claim.id.0).await;
+    let hold = TerminalWrite::Hold {
+        claim,
+        attempt: 1,
+        delay: Duration::from_millis(1_500),
+    };
+    assert_eq!(store.finish(&[hold]).await.expect("finish"), vec![claim]);
+    let after = db.outbox_row(&layout, claim.id.0).await;
+    let delay_us = after.scheduled_at - after.updated_at;
+    assert!(
+        (1_499_000..=1_510_000).contains(&delay_us),
+        "scheduled {delay_us} µs after the write"
+    );
+    let expected = OutboxSnapshot {
+        attempt: 1,
+        scheduled_at: after.scheduled_at,
+        last_error: Some("HTTP 503".into()),
+        ..left_processing(&before, &after, "pending")
+    };
+    assert_eq!(after, expected);
+    db.cleanup().await;
+}
+
 /// SCH-15 "Failed, no attempts left" and "Dead without a delivery": `dead`, the given attempt,
 /// `last_error` (cut to 2000 characters), `scheduled_at` unchanged.
 pub(crate) async fn out_28_finish_dead_writes_exactly_its_columns(

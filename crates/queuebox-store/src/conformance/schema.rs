@@ -7,7 +7,7 @@ use queuebox_core::{SqlIdentifier, TableLayout};
 
 use super::{ConformanceFactory, migrated};
 use crate::error::StoreError;
-use crate::guard::SchemaProblem;
+use crate::guard::{SchemaNeeds, SchemaProblem};
 use crate::versions::{HIGHEST_VERSION, MigrateRequest};
 
 fn problems_of(result: Result<(), StoreError>) -> Vec<SchemaProblem> {
@@ -48,7 +48,7 @@ pub(crate) async fn sch_49_second_migrate_applies_nothing(factory: &dyn Conforma
     assert!(second.checksum_mismatches.is_empty());
     assert_eq!(second.newer_version, None);
     store
-        .check_schema(false)
+        .check_schema(&SchemaNeeds::notify(false))
         .await
         .expect("guard after migrate");
     db.cleanup().await;
@@ -60,7 +60,7 @@ pub(crate) async fn sch_61_guard_reports_missing_tables_without_history(
 ) {
     let db = factory.fresh("sch61empty").await;
     let store = db.store(TableLayout::default()).await;
-    let problems = problems_of(store.check_schema(false).await);
+    let problems = problems_of(store.check_schema(&SchemaNeeds::notify(false)).await);
     assert_eq!(problems.len(), 2, "{problems:?}");
     for problem in &problems {
         assert!(
@@ -87,7 +87,7 @@ pub(crate) async fn sch_61_guard_reports_dropped_column(factory: &dyn Conformanc
         .expect("migrate");
     db.drop_column("inbox", "headers").await;
     let err = store
-        .check_schema(false)
+        .check_schema(&SchemaNeeds::notify(false))
         .await
         .expect_err("guard must fail");
     assert!(
@@ -124,7 +124,7 @@ pub(crate) async fn sch_55_renamed_names_refused_and_nothing_created(
         other => panic!("expected the renamed-names refusal, got {other:?}"),
     }
     let plain = db.store(TableLayout::default()).await;
-    let problems = problems_of(plain.check_schema(false).await);
+    let problems = problems_of(plain.check_schema(&SchemaNeeds::notify(false)).await);
     assert_eq!(problems.len(), 2, "something was created: {problems:?}");
     db.cleanup().await;
 }
@@ -197,7 +197,7 @@ pub(crate) async fn sch_56_baseline_out_of_range_refused(factory: &dyn Conforman
             format!("--baseline needs a whole number from 1 to {HIGHEST_VERSION}, got \"{bad}\".")
         );
     }
-    let problems = problems_of(store.check_schema(false).await);
+    let problems = problems_of(store.check_schema(&SchemaNeeds::notify(false)).await);
     assert_eq!(problems.len(), 2, "something was created: {problems:?}");
     db.cleanup().await;
 }
