@@ -117,11 +117,10 @@ impl ClientContext for Context {
     }
 
     fn stats_raw(&self, statistics: &[u8]) {
-        if let Some(up) = brokers_up(statistics) {
-            self.broker_up.store(up, Ordering::SeqCst);
-            if up {
-                self.was_up.store(true, Ordering::SeqCst);
-            }
+        match brokers_up(statistics) {
+            Some(true) => self.mark_up(),
+            Some(false) => self.broker_up.store(false, Ordering::SeqCst),
+            None => {}
         }
     }
 
