@@ -1,6 +1,7 @@
 //! Statement facts of the outbox requirements that only PostgreSQL's own tools can show (outbox.md
 //! OUT-1: a database clock shadowed in the test schema; OUT-17: row locks held by another
-//! session and the claim's single transaction by `xmin`), against the real server, each test in
+//! session and the claim's single transaction by `xmin`; OUT-11: the claim's buffer reads on a
+//! table without statistics), against the real server, each test in
 //! a schema of its own. The store-neutral ones (OUT-5, OUT-9, OUT-10, OUT-38, OUT-47) are in
 //! the conformance suite.
 
@@ -270,5 +271,79 @@ async fn out_17_one_claim_statement_skips_locked_rows_without_waiting() {
         .into_iter()
         .collect();
     assert_eq!(rest, [locked, head].into_iter().collect());
+    db.drop().await;
+}
+
+/// The bundled claim statement with the default names and literal arguments, as EXPLAIN needs it.
+fn claim_sql_with(limit: u32, lease_ms: u64) -> String {
+    include_str!("../queries/outbox/claim.sql")
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace(":limit::bigint", &format!("{limit}::bigint"))
+        .replace(":lease_ms::bigint", &format!("{lease_ms}::bigint"))
+        .replace("\"{", "\"")
+        .replace("}\"", "\"")
+}
+
+/// OUT-11 / issue 16: the claim's cost must not depend on the planner having statistics. On a
+/// table that was never analyzed (new, or autovacuum off), the planner once joined the picked
+/// ids to the pending rows in a nested loop that ran the whole head-of-key test again for each
+/// pending row: 100 rows claimed out of 600 read about 15,000 buffers, where computing the picked
+/// ids once reads about 2,000–3,000. Buffers, unlike time, do not depend on the machine's load.
+#[tokio::test]
+async fn out_11_a_claim_without_statistics_reads_its_candidates_once() {
+    let (db, _store) = migrated("claim_plan").await;
+    // 500 delivered rows and 100 pending ones of 100 keys, inserted as applications do, never
+    // analyzed (the test server runs with autovacuum off; ANALYZE is never run here).
+    for _ in 0..5 {
+        db.exec(
+            "INSERT INTO outbox (topic, key, payload) \
+             SELECT 't', 'k' || (i % 100), '{}' FROM generate_series(1, 100) AS g(i)",
+        )
+        .await;
+    }
+    db.exec("UPDATE outbox SET state = 'sent'").await;
+    db.exec(
+        "INSERT INTO outbox (topic, key, payload) \
+         SELECT 't', 'k' || (i % 100), '{}' FROM generate_series(1, 100) AS g(i)",
+    )
+    .await;
+    let analyzed: Option<f32> = db
+        .admin
+        .query_one(
+            "SELECT reltuples FROM pg_class WHERE oid = 'outbox'::regclass",
+            &[],
+        )
+        .await
+        .expect("reltuples")
+        .get(0);
+    assert_eq!(analyzed, Some(-1.0), "the table must have no statistics");
+
+    db.exec("BEGIN").await;
+    let plan: serde_json::Value = db
+        .admin
+        .query_one(
+            &format!(
+                "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) {}",
+                claim_sql_with(100, 30_000)
+            ),
+            &[],
+        )
+        .await
+        .expect("explain the claim")
+        .get(0);
+    db.exec("ROLLBACK").await;
+    let top = &plan[0]["Plan"];
+    assert_eq!(
+        top["Actual Rows"], 100,
+        "the claim takes one row of each key"
+    );
+    let hits = top["Shared Hit Blocks"].as_u64().expect("buffer counts");
+    assert!(
+        hits < 6_000,
+        "a claim of 100 rows out of 600 read {hits} buffers: the candidates are read more than once"
+    );
     db.drop().await;
 }

@@ -23,6 +23,10 @@
 --    in sequence order. They are taken in claim order among what these reads reached
 --    (docs/benchmarks.md, "One hot key"), so a backlog at the front of the table never hides
 --    the rows behind it.
+-- `picked` is MATERIALIZED so it is computed once whatever the statistics say. Without them (a
+-- new or never-analyzed table, autovacuum off) the planner joined it to the pending rows in a
+-- nested loop that ran the whole head-of-key test again for every pending row: 13,800 buffer
+-- hits and 21 ms for a claim of 100 rows in a table of 600, against about 2,300 hits once.
 -- The clock is read once, so every row of one claim has the same claimed_at and lease end (the
 -- benchmark groups by claimed_at for the claim-size distribution).
 -- :limit = rows requested (bigint), :lease_ms = lease in milliseconds (bigint).
@@ -109,7 +113,7 @@ more AS (
     ) m
     ORDER BY m.due, m.seq
 ),
-picked AS (
+picked AS MATERIALIZED (
     SELECT u.id FROM ((SELECT id FROM win_ok) UNION ALL (SELECT id FROM more)) u
     LIMIT :limit::bigint
 ),
