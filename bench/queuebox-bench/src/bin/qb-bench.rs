@@ -44,6 +44,9 @@ struct Args {
     /// Skip the second steady run (`capture.mode: notify`, `pollIntervalMs` 5000).
     #[arg(long)]
     no_notify: bool,
+    /// The steady rate again in ticks of this many ms, polling and notify (0 skips them).
+    #[arg(long, default_value_t = 10)]
+    fine_tick_ms: u64,
     /// Where configuration files, logs and receiver records go (kept with --keep).
     #[arg(long)]
     work_dir: Option<PathBuf>,
@@ -112,6 +115,7 @@ async fn main() -> anyhow::Result<()> {
         steady_tick_ms: args.steady_tick_ms,
         hot_rows: args.hot_rows,
         steady_notify: !args.no_notify,
+        fine_tick_ms: args.fine_tick_ms,
     };
     let date = text_of(Command::new("date").args(["-u", "+%Y-%m-%d %H:%M"]))
         .unwrap_or_else(|| "unknown date".to_owned());

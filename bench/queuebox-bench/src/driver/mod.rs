@@ -40,6 +40,10 @@ pub struct Options {
     pub hot_rows: u64,
     /// Run the steady producer a second time with `capture.mode: notify`, `pollIntervalMs` 5000.
     pub steady_notify: bool,
+    /// The same rate again in small ticks (`rate × fine_tick_ms / 1000` rows every
+    /// `fine_tick_ms`), polling and (with `steady_notify`) notify: a steady producer rather than
+    /// bursts of a tenth of a second. 0 skips it.
+    pub fine_tick_ms: u64,
 }
 
 /// Wall clock, µs since the epoch: the same clock as the receiver's and the database's.
@@ -78,17 +82,28 @@ pub async fn run(
     say("SQL floor, second run");
     floors.push(phases::floor(opts, schemas, "floor2", Rows::Spread, n).await?);
     say("steady producer");
-    let steady = phases::steady(opts, schemas, "steady", Capture::default()).await?;
+    let tick = opts.steady_tick_ms;
+    let steady = phases::steady(opts, schemas, "steady", Capture::default(), tick).await?;
+    let notify = Capture {
+        poll_interval_ms: Some(5000),
+        notify: true,
+    };
     let steady_notify = if opts.steady_notify {
         say("steady producer, capture.mode notify, pollIntervalMs 5000");
-        let notify = Capture {
-            poll_interval_ms: Some(5000),
-            notify: true,
-        };
-        Some(phases::steady(opts, schemas, "steady_notify", notify).await?)
+        Some(phases::steady(opts, schemas, "steady_notify", notify, tick).await?)
     } else {
         None
     };
+    let mut fine = Vec::new();
+    if opts.fine_tick_ms > 0 {
+        let tick = opts.fine_tick_ms;
+        say(&format!("steady producer in {tick} ms ticks, polling"));
+        fine.push(phases::steady(opts, schemas, "fine", Capture::default(), tick).await?);
+        if opts.steady_notify {
+            say(&format!("steady producer in {tick} ms ticks, notify"));
+            fine.push(phases::steady(opts, schemas, "fine_notify", notify, tick).await?);
+        }
+    }
     let hot = if opts.hot_rows > 0 {
         let h = opts.hot_rows;
         say(&format!("hot key: SQL floor of {h} rows of one key"));
@@ -117,6 +132,7 @@ pub async fn run(
         drains: vec![default_drain, high_drain],
         steady,
         steady_notify,
+        fine,
         hot,
     })
 }

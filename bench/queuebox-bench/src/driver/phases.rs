@@ -285,19 +285,20 @@ pub async fn floor(
     Ok(floor)
 }
 
-/// The steady producer: `rate` rows/s as one INSERT of `rate × tick` rows every tick, into a
-/// running QueueBox with the default concurrency and the given capture.
+/// The steady producer: `rate` rows/s as one INSERT of `rate × tick_ms / 1000` rows every
+/// `tick_ms`, into a running QueueBox with the default concurrency and the given capture.
 pub async fn steady(
     opts: &Options,
     schemas: &Schemas,
     name: &str,
     capture: Capture,
+    tick_ms: u64,
 ) -> anyhow::Result<Steady> {
     let run = start(opts, schemas, name, None, capture).await?;
     let load_before = procfs::loadavg();
-    let per_tick = opts.steady_rate * opts.steady_tick_ms / 1000;
-    let ticks = opts.steady_seconds * 1000 / opts.steady_tick_ms;
-    let mut ticker = tokio::time::interval(Duration::from_millis(opts.steady_tick_ms));
+    let per_tick = opts.steady_rate * tick_ms / 1000;
+    let ticks = opts.steady_seconds * 1000 / tick_ms;
+    let mut ticker = tokio::time::interval(Duration::from_millis(tick_ms));
     let mut insert_ms = Vec::with_capacity(ticks as usize);
     let mut next = 1i64;
     let started = Instant::now();
@@ -320,12 +321,12 @@ pub async fn steady(
     schemas.drop(&place.client, &place.schema).await?;
     let late_inserts = insert_ms
         .iter()
-        .filter(|ms| **ms > opts.steady_tick_ms as f64)
+        .filter(|ms| **ms > tick_ms as f64)
         .count() as u64;
     insert_ms.sort_by(f64::total_cmp);
     Ok(Steady {
         target_rate: opts.steady_rate,
-        tick_ms: opts.steady_tick_ms,
+        tick_ms: tick_ms,
         rows_per_tick: per_tick,
         seconds: opts.steady_seconds,
         rows,

@@ -105,6 +105,8 @@ pub struct Outcome {
     pub steady: Steady,
     /// The same producer with `capture.mode: notify` and `pollIntervalMs` 5000.
     pub steady_notify: Option<Steady>,
+    /// The same rate in small ticks: polling, then notify (`Options::fine_tick_ms`).
+    pub fine: Vec<Steady>,
     /// One key's backlog: the drain and the SQL floor of the same rows (issue 16 item 4).
     pub hot: Option<(Drain, Floor)>,
 }
