@@ -11,6 +11,9 @@
 #                 (`AGE`, `maxAge: 1d`, its default batch of 1,000): retention deletes them while
 #                 the drain runs; reported: the drain rate, how long the deletes took, and the
 #                 longest gap between two deliveries at the receiver (a stall would show there)
+#   hot-key       200,000 pending rows of one key, drained by QueueBox at its defaults (runs of
+#                 `outbox.keyRunLength` 32, OUT-13a), the order checked at the receiver; no floor
+#                 (one row per claim would take minutes and says nothing about the runs)
 #
 # For each QueueBox drain: msgs/s (the fill's COMMIT to the last row `sent`), the CPU time of
 # QueueBox and of its database backends (the sessions with its application_name, from /proc at
@@ -19,7 +22,7 @@
 # with `ANALYZE outbox` in the same transaction (autovacuum is off on this server).
 #
 #   bench/scaling.sh                              # the documented run, about 8 to 12 minutes
-#   bench/scaling.sh --sizes "10000 50000" --sent 100000 --out /tmp/s.md   # a quick try
+#   bench/scaling.sh --sizes "10000 50000" --sent 100000 --hot 5000 --out /tmp/s.md   # a quick try
 #
 # Not part of scripts/test.sh: benchmarks are never timed tests.
 set -euo pipefail
@@ -29,12 +32,13 @@ cd "$root"
 target="${CARGO_TARGET_DIR:-$root/target}"
 bin_dir="${QUEUEBOX_BENCH_BIN_DIR:-$target/release}"
 pg_url="${QUEUEBOX_BENCH_PG_URL:-postgres://postgres@127.0.0.1:5432/test}"
-sizes="10000 100000 1000000" sent=1000000 behind=50000 out="docs/benchmarks.md"
+sizes="10000 100000 1000000" sent=1000000 behind=50000 hot=200000 out="docs/benchmarks.md"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --sizes) sizes="$2"; shift 2 ;;
         --sent) sent="$2"; shift 2 ;;
         --behind) behind="$2"; shift 2 ;;
+        --hot) hot="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
         -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         *) echo "scaling.sh: unknown argument $1" >&2; exit 2 ;;
@@ -64,12 +68,13 @@ trap 'exit 130' INT TERM
 
 # The rows of bench/outbox.sh (bench/queuebox-bench/src/driver/pg.rs, INSERT_ROWS), numbered
 # from $2 to $3, in the state given; `sent` rows get the state's columns as QueueBox leaves them.
+# KEY_SQL replaces the key expression (the hot-key phase: every row under 'hot').
 fill_sql() { # state from to [age]
     local state="$1" from="$2" to="$3" age="${4:-0 seconds}"
     cat <<EOF
 INSERT INTO outbox (topic, key, payload, created_at, state, updated_at)
 SELECT 'bench.order.created',
-       CASE WHEN i % 10 = 0 THEN NULL ELSE 'k' || ((i - i / 10) % 1000) END,
+       ${KEY_SQL:-CASE WHEN i % 10 = 0 THEN NULL ELSE 'k' || ((i - i / 10) % 1000) END},
        jsonb_build_object('orderId', i, 'customerId', 'customer-' || (i % 5000),
            'status', 'created', 'currency', 'EUR', 'amountCents', (i * 7919) % 100000,
            'lineCount', 1 + i % 7, 'channel', 'web', 'note', repeat('x', 44)),
@@ -209,6 +214,10 @@ drain() { # phase pending [sent [age retention]]
     R[$1.gap_ms]="$(cut -d, -f2 "$work/$1.csv" | sort -n | awk 'NR > 1 && $1 - p > g { g = $1 - p } { p = $1 } END { printf "%.1f", g / 1000 }')"
     R[$1.received]="$(wc -l <"$work/$1.csv")"
     R[$1.warnings]="$(grep -c '"level":"\(WARN\|ERROR\)"' "$work/$1.log" || true)"
+    # Deliveries out of the rows' order (orderId in the payload is not sent back, so the
+    # receiver's message ids are matched to the table's sequence before the schema goes).
+    psql_q -F, -c "SELECT id, sequence FROM $s.outbox" >"$work/$1.seq"
+    R[$1.disorder]="$(awk -F, 'NR == FNR { seq[$1] = $2; next } FNR > 1 && !($1 in seen) { seen[$1] = 1; if (seq[$1] < last) bad++; last = seq[$1] } END { print bad + 0 }' "$work/$1.seq" <(sort -t, -k2,2n "$work/$1.csv"))"
     psql_q -c "DROP SCHEMA $s CASCADE" >/dev/null
 }
 
@@ -226,6 +235,10 @@ say "sent-1M: QueueBox"
 drain sent "$behind" "$sent"
 say "retention: QueueBox ($behind pending, $sent sent rows two days old, retention on)"
 drain ret "$behind" "$sent" "2 days" yes
+if [[ "$hot" -gt 0 ]]; then
+    say "hot-key: QueueBox ($hot pending rows of one key)"
+    KEY_SQL="'hot'" drain hot "$hot"
+fi
 uptime_after="$(uptime)"
 
 rate() { awk -v r="${R[$1.rows]}" -v s="${R[$1.seconds]}" 'BEGIN { printf "%d", r / s }'; }
@@ -250,6 +263,7 @@ Command: \`bench/scaling.sh\` (the phases are listed at the top of the script). 
 $rows_table
 
 - At $(num "$last") pending rows QueueBox drained **$(div "$(rate "p$last")" "$(rate "p$first")")** × its rate at $(num "$first") (the floor: $(div "$(frate "p$last")" "$(frate "p$first")") ×), and $(div "$(rate "p$last")" "$(rate sent)") × its rate with $(num "$behind") pending behind $(num "$sent") \`sent\` rows.
+$(if [[ "$hot" -gt 0 ]]; then echo "- **One hot key:** $(num "$hot") pending rows of the one key \`hot\`, drained at **$(num "$(rate hot)") msgs/s** (aim ≥ 1,000) in ${R[hot.seconds]} s with ${R[hot.claims]} claim statements; ${R[hot.received]} deliveries, ${R[hot.disorder]} out of the key's order; QueueBox CPU ${R[hot.cpu_s]} s, its backends' ${R[hot.db_cpu_s]} s; load ${R[hot.load]}."; fi)
 - **Retention while draining:** the same $(num "$behind") pending rows behind $(num "$sent") \`sent\` rows two days old, with \`retention.outbox\` \`AGE\`, \`maxAge: 1d\` (batches of 1,000): the drain ran at **$(num "$(rate ret)") msgs/s** ($(div "$(rate ret)" "$(rate sent)") × the run without retention), the longest gap between two deliveries was **${R[ret.gap_ms]} ms** (without retention: ${R[sent.gap_ms]} ms), and every old row was deleted ${R[ret.clean_s]} s after the fill began; ${R[ret.received]} deliveries, ${R[ret.warnings]} warnings or errors logged; QueueBox CPU ${R[ret.cpu_s]} s, its backends' ${R[ret.db_cpu_s]} s; load ${R[ret.load]}.
 <!-- scaling-benchmark:end -->
 EOF

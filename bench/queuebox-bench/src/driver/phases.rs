@@ -319,10 +319,7 @@ pub async fn steady(
     );
     let (ended, place) = end(run).await?;
     schemas.drop(&place.client, &place.schema).await?;
-    let late_inserts = insert_ms
-        .iter()
-        .filter(|ms| **ms > tick_ms as f64)
-        .count() as u64;
+    let late_inserts = insert_ms.iter().filter(|ms| **ms > tick_ms as f64).count() as u64;
     insert_ms.sort_by(f64::total_cmp);
     Ok(Steady {
         target_rate: opts.steady_rate,
