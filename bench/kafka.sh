@@ -9,7 +9,7 @@
 #     2. pgbench floor: single-row INSERT ... ON CONFLICT DO NOTHING, 8 clients, 15 s
 #     3. QueueBox: a push kafka source (relay off) drains N records already in the topic
 #   delivery
-#     4. raw producer floor: confluent-kafka, idempotent, acks=all, linger 0, at most
+#     4. raw producer floor: confluent-kafka, idempotent, acks=all, linger 1 ms, at most
 #        outbox.concurrency (8) records waiting for their acknowledgement
 #     5. SQL floor: qb-sql-floor (QueueBox's claim + mark statements, no delivery) on N rows
 #     6. QueueBox: N outbox rows published to one topic
@@ -18,8 +18,10 @@
 #
 #   bench/kafka.sh                                   # the documented run
 #   bench/kafka.sh --messages 5000 --out /tmp/b.md   # a quick try
+#   bench/kafka.sh --phases delivery                 # delivery only; prints, writes no page
 #
-# Options: --messages N (100000), --concurrency N (8), --out FILE.
+# Options: --messages N (100000), --concurrency N (8), --out FILE, --phases intake,delivery (both;
+# a run of one phase prints its figures and leaves the page alone, as it has half a section).
 # Not part of scripts/test.sh: benchmarks are never timed tests.
 set -euo pipefail
 
@@ -28,16 +30,23 @@ cd "$root"
 target="${CARGO_TARGET_DIR:-$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')}"
 pg_url="${QUEUEBOX_BENCH_PG_URL:-postgres://postgres@127.0.0.1:5432/test}"
 bootstrap="${QUEUEBOX_BENCH_KAFKA:-127.0.0.1:19092}"
-messages=100000 concurrency=8 poll=100 clients=8 out="docs/benchmarks.md"
+messages=100000 concurrency=8 poll=100 clients=8 out="docs/benchmarks.md" phases="intake,delivery"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --messages) messages="$2"; shift 2 ;;
         --concurrency) concurrency="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        --phases) phases="$2"; shift 2 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) echo "kafka.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
+
+case "$phases" in
+    intake,delivery|delivery,intake|intake|delivery) ;;
+    *) echo "kafka.sh: --phases takes intake, delivery or both, not $phases" >&2; exit 2 ;;
+esac
+phase() { [[ ",$phases," == *",$1,"* ]]; }
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 say() { echo "kafka.sh: $* (load $(load))" >&2; }
@@ -87,6 +96,7 @@ stop_qb() { kill -TERM "$qb_pid"; wait "$qb_pid" || true; }
 warnings() { grep -c '"level":"\(WARN\|ERROR\)"' "$1" || true; }
 
 # --- intake -------------------------------------------------------------------------------------
+if phase intake; then
 say "intake 1: raw consumer floor"
 kc create-topic "$t_floor" 1 >/dev/null
 kc fill "$t_floor" "$messages" >/dev/null
@@ -159,8 +169,11 @@ intake_rows="$(count_in qb_bench_kintake 'SELECT count(*) FROM inbox')"
 intake_warn="$(warnings "$work/intake.log")"
 psql_q "DROP SCHEMA qb_bench_kintake CASCADE" >/dev/null
 kc delete-topic "$t_in" >/dev/null
+say "intake: consumer floor $(rate "$messages" "$consume_s")/s ($l0 -> $l1), pgbench $pgbench_tps/s ($l2 -> $l3), QueueBox $(rate "$messages" "$intake_s")/s in $intake_s s ($l4 -> $l5), CPU $intake_cpu s"
+fi
 
 # --- delivery -----------------------------------------------------------------------------------
+if phase delivery; then
 say "delivery 4: raw producer floor"
 kc create-topic "$t_pub" 1 >/dev/null
 l6="$(load)"
@@ -224,7 +237,10 @@ delivery_s="$(elapsed "$t0" "$t1")"
 delivery_warn="$(warnings "$work/delivery.log")"
 psql_q "DROP SCHEMA qb_bench_kdelivery CASCADE" >/dev/null
 kc delete-topic "$t_out" >/dev/null
+say "delivery: producer floor $(rate "$messages" "$publish_s")/s ($l6 -> $l7), SQL floor $(rate "$messages" "$sql_s")/s ($l8 -> $l9), QueueBox $(rate "$messages" "$delivery_s")/s in $delivery_s s ($l10 -> $l11), CPU $delivery_cpu s, warnings $delivery_warn"
+fi
 load_end="$(load)"
+[[ "$phases" == "intake,delivery" || "$phases" == "delivery,intake" ]] || exit 0
 
 # --- the page section ---------------------------------------------------------------------------
 r_consume="$(rate "$messages" "$consume_s")"
@@ -267,7 +283,7 @@ QueueBox: rows stored $intake_rows; idle RSS $(mb "$intake_idle_kb") MB, peak RS
 
 | | messages/s | time | load before → after |
 |---|---|---|---|
-| raw producer floor (confluent-kafka, idempotent, \`acks=all\`, linger 0, $concurrency records waiting at most, no database) | $r_publish | ${publish_s} s | $l6 → $l7 |
+| raw producer floor (confluent-kafka, idempotent, \`acks=all\`, linger 1 ms, $concurrency records waiting at most, no database) | $r_publish | ${publish_s} s | $l6 → $l7 |
 | SQL floor (\`qb-sql-floor\`: claim + mark, no delivery) | $r_sql | ${sql_s} s | $l8 → $l9 |
 | **QueueBox** | **$r_delivery** | ${delivery_s} s | $l10 → $l11 |
 | **ratio to the lower floor** | **$(ratio "$r_delivery" "$lower")** | | |
