@@ -323,7 +323,7 @@ pub async fn steady(
     insert_ms.sort_by(f64::total_cmp);
     Ok(Steady {
         target_rate: opts.steady_rate,
-        tick_ms: tick_ms,
+        tick_ms,
         rows_per_tick: per_tick,
         seconds: opts.steady_seconds,
         rows,
