@@ -44,11 +44,13 @@ while [[ $# -gt 0 ]]; do
         *) echo "scaling.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
+# QueueBox refuses unknown QUEUEBOX_* variables, so this script's own are not passed on.
+unset QUEUEBOX_BENCH_BIN_DIR QUEUEBOX_BENCH_PG_URL
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 say() { echo "scaling.sh: $* (load $(load))" >&2; }
-psql_q() { psql "$pg_url" -qAt -v ON_ERROR_STOP=1 "$@"; }
+psql_q() { PGOPTIONS='-c client_min_messages=warning' psql "$pg_url" -qAt -v ON_ERROR_STOP=1 "$@"; }
 
-if [[ -z "${QUEUEBOX_BENCH_BIN_DIR:-}" ]]; then
+if [[ "$bin_dir" == "$target/release" ]]; then
     cargo build --release --quiet -p queuebox --bin queuebox -p queuebox-bench \
         --bin qb-receiver --bin qb-sql-floor
 fi
@@ -79,7 +81,7 @@ SELECT 'bench.order.created',
            'status', 'created', 'currency', 'EUR', 'amountCents', (i * 7919) % 100000,
            'lineCount', 1 + i % 7, 'channel', 'web', 'note', repeat('x', 44)),
        clock_timestamp() - INTERVAL '$age', '$state', clock_timestamp() - INTERVAL '$age'
-FROM generate_series($from, $to) AS g(i);
+FROM generate_series($from::bigint, $to::bigint) AS g(i);
 EOF
 }
 
