@@ -161,7 +161,8 @@ fn settle(shared: &PollerContext, completion: Completion, written: &HashSet<Clai
     };
     let metrics = &shared.metrics;
     if !written.contains(&claim) {
-        metrics.claims_lost(Table::Outbox).inc();
+        // The line first, then the counter: whoever sees the count (an alert, a test) finds
+        // the line that names the message already written.
         match write {
             TerminalWrite::Sent { .. } => row_event!(
                 Level::ERROR,
@@ -177,6 +178,7 @@ fn settle(shared: &PollerContext, completion: Completion, written: &HashSet<Clai
                 "The claim on the message was lost before its outcome was written. Its new owner decides."
             ),
         }
+        metrics.claims_lost(Table::Outbox).inc();
         return;
     }
     metrics
