@@ -213,8 +213,9 @@ drain() { # phase pending [sent [age retention]]
     R[$1.seconds]="$(awk -v a="$t_fill" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')"
     [[ -n "$t_clean" ]] && R[$1.clean_s]="$(awk -v a="$t0" -v b="$t_clean" 'BEGIN { printf "%.1f", b - a }')"
     # The longest gap between two deliveries, and the deliveries received (a stall shows here).
-    R[$1.gap_ms]="$(cut -d, -f2 "$work/$1.csv" | sort -n | awk 'NR > 1 && $1 - p > g { g = $1 - p } { p = $1 } END { printf "%.1f", g / 1000 }')"
-    R[$1.received]="$(wc -l <"$work/$1.csv")"
+    # The receipts file starts with a header line, which is not a delivery.
+    R[$1.gap_ms]="$(tail -n +2 "$work/$1.csv" | cut -d, -f2 | sort -n | awk 'NR > 1 && $1 - p > g { g = $1 - p } { p = $1 } END { printf "%.1f", g / 1000 }')"
+    R[$1.received]="$(( $(wc -l <"$work/$1.csv") - 1 ))"
     R[$1.warnings]="$(grep -c '"level":"\(WARN\|ERROR\)"' "$work/$1.log" || true)"
     # Deliveries out of the rows' order (orderId in the payload is not sent back, so the
     # receiver's message ids are matched to the table's sequence before the schema goes).

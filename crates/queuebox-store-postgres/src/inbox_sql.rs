@@ -247,7 +247,7 @@ mod tests {
         );
         assert!(
             sql.retention_inbox_age
-                .contains("d.\"in_state\" IN ('processed', 'dead')")
+                .contains("d.\"in_state\" = 'processed'")
         );
         assert!(!sql.forward_insert.contains("\"out_sequence\""), "SCH-40");
     }

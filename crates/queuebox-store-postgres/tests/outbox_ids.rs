@@ -347,3 +347,187 @@ async fn out_11_a_claim_without_statistics_reads_its_candidates_once() {
     );
     db.drop().await;
 }
+
+/// A statement of `queries/` with its comments dropped, the default names written in and each
+/// `:name::type` parameter replaced by the literal given.
+fn statement_with(text: &str, literals: &[(&str, String)]) -> String {
+    let mut sql = text
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace("\"{", "\"")
+        .replace("}\"", "\"");
+    for (parameter, literal) in literals {
+        assert!(
+            sql.contains(parameter),
+            "{parameter} is not in the statement"
+        );
+        sql = sql.replace(parameter, literal);
+    }
+    sql
+}
+
+/// Every scan of the outbox table in the plan, as (node type, index name).
+fn outbox_scans(plan: &serde_json::Value, found: &mut Vec<(String, String)>) {
+    let node = plan["Node Type"].as_str().unwrap_or_default();
+    if plan["Relation Name"] == "outbox" && node.ends_with("Scan") {
+        found.push((
+            node.to_owned(),
+            plan["Index Name"].as_str().unwrap_or_default().to_owned(),
+        ));
+    }
+    for child in plan["Plans"].as_array().into_iter().flatten() {
+        outbox_scans(child, found);
+    }
+}
+
+async fn plan_of(db: &TestDb, sql: &str) -> serde_json::Value {
+    let plan: serde_json::Value = db
+        .admin
+        .query_one(&format!("EXPLAIN (FORMAT JSON) {sql}"), &[])
+        .await
+        .unwrap_or_else(|err| panic!("explain {sql}: {err}"))
+        .get(0);
+    plan[0]["Plan"].clone()
+}
+
+/// OUT-28, OUT-40, OUT-42, OUT-46 / issue 16 item 4: the fenced writes find their rows by id,
+/// whatever the statistics say. The state index keeps an entry for every version a row had until
+/// VACUUM runs, so after a long drain its `processing` range holds one entry per row ever
+/// claimed, while the statistics say almost nothing is processing. The planner then read that
+/// whole range and hashed it against the ids: 11,077 buffers for a finish of 50 rows after
+/// 1,000,000 rows drained, so each finish cost more than the last and the drain slowed down.
+#[tokio::test]
+async fn out_28_fenced_writes_after_a_long_drain_read_their_rows_by_the_primary_key() {
+    let (db, _store) = migrated("fenced_plan").await;
+    // 20,000 rows claimed and delivered the way the relay does it (pending, processing, sent),
+    // analyzed while nothing is processing, as autovacuum would see a quiet moment.
+    db.exec(
+        "INSERT INTO outbox (topic, key, payload) \
+         SELECT 't', 'k' || (i % 1000), '{}' FROM generate_series(1, 20000) AS g(i)",
+    )
+    .await;
+    db.exec(
+        "UPDATE outbox SET state = 'processing', claim_token = gen_random_uuid(), \
+         lease_expires_at = now() + INTERVAL '1 minute', updated_at = clock_timestamp()",
+    )
+    .await;
+    db.exec(
+        "UPDATE outbox SET state = 'sent', claim_token = NULL, lease_expires_at = NULL, \
+         updated_at = clock_timestamp()",
+    )
+    .await;
+    db.exec(
+        "INSERT INTO outbox (topic, key, payload) \
+         SELECT 't', 'k' || i, '{}' FROM generate_series(1, 50) AS g(i)",
+    )
+    .await;
+    db.exec("ANALYZE outbox").await;
+    let ids: Vec<String> = db
+        .admin
+        .query("SELECT id::text FROM outbox WHERE state = 'pending'", &[])
+        .await
+        .expect("pending ids")
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    let ids = format!("'{{{}}}'::uuid[]", ids.join(","));
+    let tokens = "ARRAY(SELECT gen_random_uuid() FROM generate_series(1, 50))::uuid[]".to_owned();
+    let ints = |v: &str| format!("array_fill({v}, ARRAY[50])");
+    let statements = [
+        (
+            "finish",
+            statement_with(
+                include_str!("../queries/outbox/finish.sql"),
+                &[
+                    (":ids::uuid[]", ids.clone()),
+                    (":tokens::uuid[]", tokens.clone()),
+                    (":outcomes::int4[]", ints("0::int4")),
+                    (":attempts::int4[]", ints("1::int4")),
+                    (":delays_ms::int8[]", ints("0::int8")),
+                    (":errors::text[]", ints("NULL::text")),
+                ],
+            ),
+        ),
+        (
+            "renew",
+            statement_with(
+                include_str!("../queries/outbox/renew.sql"),
+                &[
+                    (":ids::uuid[]", ids.clone()),
+                    (":tokens::uuid[]", tokens.clone()),
+                    (":lease_ms::bigint", "30000::bigint".into()),
+                ],
+            ),
+        ),
+        (
+            "release",
+            statement_with(
+                include_str!("../queries/outbox/release.sql"),
+                &[(":ids::uuid[]", ids.clone()), (":tokens::uuid[]", tokens)],
+            ),
+        ),
+    ];
+    for (name, sql) in statements {
+        let mut scans = Vec::new();
+        outbox_scans(&plan_of(&db, &sql).await, &mut scans);
+        assert!(
+            !scans.is_empty() && scans.iter().all(|(_, index)| index == "pk_outbox"),
+            "the {name} must read the outbox by its primary key only, its plan reads {scans:?}"
+        );
+    }
+    db.drop().await;
+}
+
+/// RET-6 / issue 16 item 4: one retention DELETE reads the oldest rows of each state in index
+/// order and stops at its batch. With both states in one condition the planner read and sorted
+/// every old row for each batch of 1,000 (by age: a sequential scan and an on-disk sort, 303 ms a
+/// batch with 1,000,000 `sent` rows; by count: a bitmap scan of every row beyond the kept ones),
+/// so deleting a large backlog took time quadratic in its size.
+#[tokio::test]
+async fn ret_6_a_retention_batch_reads_the_oldest_rows_in_index_order() {
+    let (db, _store) = migrated("retention_plan").await;
+    db.exec(
+        "INSERT INTO outbox (topic, key, payload, state, created_at, updated_at) \
+         SELECT 't', NULL, '{}', CASE WHEN i % 100 = 0 THEN 'dead' ELSE 'sent' END, \
+                clock_timestamp() - INTERVAL '2 days', clock_timestamp() - INTERVAL '2 days' \
+         FROM generate_series(1, 100000) AS g(i)",
+    )
+    .await;
+    db.exec("ANALYZE outbox").await;
+    let statements = [
+        (
+            "age",
+            statement_with(
+                include_str!("../queries/retention/outbox_age.sql"),
+                &[
+                    (":max_age_ms::bigint", "86400000::bigint".into()),
+                    (":batch::bigint", "1000::bigint".into()),
+                ],
+            ),
+        ),
+        (
+            "count",
+            statement_with(
+                include_str!("../queries/retention/outbox_count.sql"),
+                &[
+                    (":keep::bigint", "10::bigint".into()),
+                    (":batch::bigint", "1000::bigint".into()),
+                ],
+            ),
+        ),
+    ];
+    for (name, sql) in statements {
+        let mut scans = Vec::new();
+        outbox_scans(&plan_of(&db, &sql).await, &mut scans);
+        assert!(
+            scans.iter().all(|(node, _)| matches!(
+                node.as_str(),
+                "Index Scan" | "Index Only Scan" | "Tid Scan"
+            )),
+            "a retention batch by {name} must not read the whole outbox, its plan reads {scans:?}"
+        );
+    }
+    db.drop().await;
+}

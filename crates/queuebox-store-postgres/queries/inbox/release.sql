@@ -6,6 +6,11 @@
 -- attempt and scheduled_at stay, so the row keeps its place in its aggregate; last_error is
 -- written (cut to 2000 characters) only when an error is given.
 -- :ids = ids, :tokens = claim tokens (same length), :error = error text or NULL.
+-- The fence's state test reads IS NOT DISTINCT FROM (the same as = on this NOT NULL column) so
+-- that no index on state can drive the statement: the statistics say almost no row is
+-- processing, and the planner then scanned the processing range of the state index, which
+-- keeps an entry for every row ever claimed until VACUUM, and hashed it against the ids
+-- (11,077 buffers for 50 ids after 1M rows drained, 298 by the primary key; docs/benchmarks.md).
 UPDATE "{inbox}" t
 SET "{state}" = 'pending',
     "{claim_token}" = NULL,
@@ -16,6 +21,6 @@ FROM unnest(:ids::uuid[], :tokens::uuid[]) AS c(id, token)
 WHERE t."{id}" = c.id
   AND t."{consumption}" = 'push'
   AND t."{claim_token}" = c.token
-  AND t."{state}" = 'processing'
+  AND t."{state}" IS NOT DISTINCT FROM 'processing'
   AND t."{lease_expires_at}" > clock_timestamp()
 RETURNING t."{id}", c.token

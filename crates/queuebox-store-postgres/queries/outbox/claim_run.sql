@@ -13,13 +13,18 @@
 -- The clock is read once, so every row of one run claim has the same claimed_at and lease end.
 -- :ids, :tokens = the claims the runs follow; :limits = rows each run may take (bigint[]);
 -- :lease_ms = lease in milliseconds (bigint).
+-- The fence's state test reads IS NOT DISTINCT FROM (the same as = on this NOT NULL column) so
+-- that no index on state can drive the statement: the statistics say almost no row is
+-- processing, and the planner then scanned the processing range of the state index, which
+-- keeps an entry for every row ever claimed until VACUUM, and hashed it against the ids
+-- (11,077 buffers for 50 ids after 1M rows drained, 298 by the primary key; docs/benchmarks.md).
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS at),
 tails AS MATERIALIZED (
     SELECT t."{id}" AS id, t."{key}" AS key, t."{sequence}" AS seq, c.n
     FROM unnest(:ids::uuid[], :tokens::uuid[], :limits::bigint[]) AS c(id, token, n)
     JOIN "{outbox}" t ON t."{id}" = c.id
     WHERE t."{claim_token}" = c.token
-      AND t."{state}" = 'processing'
+      AND t."{state}" IS NOT DISTINCT FROM 'processing'
       AND t."{lease_expires_at}" > clock_timestamp()
       AND t."{key}" <> ''
       AND c.n > 0
