@@ -11,6 +11,8 @@
 -- and an on-disk sort, 303 ms per 1,000 rows of 1,000,000 `sent` rows; 13 ms merged), and a run
 -- over a large backlog took time quadratic in its size (docs/benchmarks.md, "Outbox: scaling
 -- with the backlog").
+-- Each branch locks up to :batch rows of its state; the :batch oldest of them go, and the locks
+-- of the others end with the statement (another replica skips them meanwhile).
 DELETE FROM "{inbox}" i
 WHERE i.ctid = ANY (ARRAY(
           SELECT v.ctid FROM (
