@@ -276,15 +276,13 @@ async fn out_17_one_claim_statement_skips_locked_rows_without_waiting() {
 
 /// The bundled claim statement with the default names and literal arguments, as EXPLAIN needs it.
 fn claim_sql_with(limit: u32, lease_ms: u64) -> String {
-    include_str!("../queries/outbox/claim.sql")
-        .lines()
-        .filter(|line| !line.trim_start().starts_with("--"))
-        .collect::<Vec<_>>()
-        .join("\n")
-        .replace(":limit::bigint", &format!("{limit}::bigint"))
-        .replace(":lease_ms::bigint", &format!("{lease_ms}::bigint"))
-        .replace("\"{", "\"")
-        .replace("}\"", "\"")
+    statement_with(
+        include_str!("../queries/outbox/claim.sql"),
+        &[
+            (":limit::bigint", format!("{limit}::bigint")),
+            (":lease_ms::bigint", format!("{lease_ms}::bigint")),
+        ],
+    )
 }
 
 /// OUT-11 / issue 16: the claim's cost must not depend on the planner having statistics. On a
