@@ -332,16 +332,10 @@ fn cfg_42_a_missing_folder_stops_the_start_with_the_file_named() {
 /// to a `log` destination that appends to `deliveries`. Short poll and lease, so a test sees a
 /// crashed process's rows come back within seconds.
 fn file_config(deliveries: &str) -> String {
-    file_config_with_lease(deliveries, 3_000)
-}
-
-/// `file_config` with the lease of the test: a short one lets a killed process's rows come back
-/// quickly; a test without a kill takes a long one (see `two_processes_…`).
-fn file_config_with_lease(deliveries: &str, claim_timeout_ms: u64) -> String {
     format!(
         "database:\n  type: sqlite\n  url: sqlite://qb.db\n\
          server:\n  httpPort: 0\n  managementPort: 0\n\
-         outbox:\n  pollIntervalMs: 20\n  claimTimeoutMs: {claim_timeout_ms}\n\
+         outbox:\n  pollIntervalMs: 20\n  claimTimeoutMs: 3000\n\
          destinations:\n  out:\n    type: log\n    file: {deliveries}\n\
          routes:\n  - topicPattern: \"**\"\n    destination: out\n"
     )
@@ -503,16 +497,39 @@ fn kill_9_during_a_drain_loses_nothing_and_leaves_the_file_intact() {
 /// writing outbox rows into it meanwhile (its own `BEGIN IMMEDIATE` transactions with a busy
 /// timeout). Every application write commits; the two processes share the rows, none is
 /// delivered twice, and each key's rows are delivered in insert order.
+///
+/// Sharing is forced by the work, not left to timing: each process publishes to a receiver that
+/// answers after 5 ms, two at a time, so one process alone delivers at most 400 rows a second,
+/// and the application commits the 3,000 rows far sooner than that. With 200 keys and
+/// `batchSize` 100, one process can hold at most half of the keys, so the other one's claims
+/// find rows. (With a destination that answers at once, the process that finished a key's row
+/// claimed the next one before the other's poll came round and could deliver all of them, which
+/// is allowed and proved nothing about sharing: one CI run delivered 0 and 3,000.)
 #[test]
 fn two_processes_and_an_application_writer_share_one_file() {
     const ROWS: i64 = 3_000;
+    const KEYS: i64 = 200;
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let receiver = runtime.block_on(support::receiver::Receiver::start(|_, _| {
+        support::receiver::Reply::status(200).after(Duration::from_millis(5))
+    }));
     let home = Scratch::new("sqlite-two");
     // No process dies here, so no lease may expire: with the 3 s lease of the kill test, a
     // renewal that waited on the file's write lock past it on a loaded machine let the other
     // process take the row again (3,005 and 3,020 deliveries of 3,000 rows in loaded runs).
     // A duplicate then is at-least-once working as documented, not what this test is about.
-    let config_a = home.write("a.yml", &file_config_with_lease("a.jsonl", 30_000));
-    let config_b = home.write("b.yml", &file_config_with_lease("b.jsonl", 30_000));
+    let config = |name: &str| {
+        format!(
+            "database:\n  type: sqlite\n  url: sqlite://qb.db\n\
+             server:\n  httpPort: 0\n  managementPort: 0\n\
+             outbox:\n  pollIntervalMs: 20\n  claimTimeoutMs: 30000\n  concurrency: 2\n\
+             destinations:\n  out:\n    type: http\n    baseUrl: {url}\n    path: /{name}\n\
+             routes:\n  - topicPattern: \"**\"\n    destination: out\n",
+            url = receiver.url()
+        )
+    };
+    let config_a = home.write("a.yml", &config("a"));
+    let config_b = home.write("b.yml", &config("b"));
     migrate(&home, &config_a);
     let file = home.path().join("qb.db");
 
@@ -520,9 +537,9 @@ fn two_processes_and_an_application_writer_share_one_file() {
     let mut b = Running::start(home.path(), &config_b, NO_POSTGRES);
     a.started();
     b.started();
-    // The application writes while both run: small transactions, one after another.
+    // The application writes while both run: transactions of 50 rows, one after another.
     let app = app_connection(&file);
-    insert_rows(&app, 0, ROWS, 20, 5);
+    insert_rows(&app, 0, ROWS, KEYS, 50);
     wait_for(Duration::from_secs(120), "every row sent", || {
         count_state(&app, "sent") == ROWS
     });
@@ -530,28 +547,36 @@ fn two_processes_and_an_application_writer_share_one_file() {
     assert_eq!(b.stop(), Some(0));
     assert_eq!(integrity(&file), "ok");
 
-    let from_a = deliveries(&home.path().join("a.jsonl"));
-    let from_b = deliveries(&home.path().join("b.jsonl"));
+    // (process, message id, n) in order of arrival.
+    let arrivals: Vec<(String, String, i64)> = receiver
+        .requests()
+        .iter()
+        .map(|r| {
+            (
+                r.path.clone(),
+                r.header("x-message-id").unwrap_or_default().to_owned(),
+                r.json()["n"].as_i64().expect("the payload's n"),
+            )
+        })
+        .collect();
+    let from = |path: &str| arrivals.iter().filter(|d| d.0 == path).count();
+    let (from_a, from_b) = (from("/a"), from("/b"));
     assert!(
-        !from_a.is_empty() && !from_b.is_empty(),
-        "both processes delivered: {} and {}",
-        from_a.len(),
-        from_b.len()
+        from_a > 0 && from_b > 0,
+        "both processes delivered: {from_a} and {from_b}"
     );
-    let mut all: Vec<(String, String, i64, String)> = from_a.into_iter().chain(from_b).collect();
-    assert_eq!(all.len() as i64, ROWS, "each row delivered once");
-    let distinct: std::collections::HashSet<&str> = all.iter().map(|d| d.0.as_str()).collect();
+    assert_eq!(from_a + from_b, ROWS as usize, "each row delivered once");
+    let distinct: std::collections::HashSet<&str> = arrivals.iter().map(|d| d.1.as_str()).collect();
     assert_eq!(distinct.len() as i64, ROWS, "no row delivered twice");
-    // Per key: the row inserted later is delivered no earlier than the one before it.
-    all.sort_by_key(|d| d.2);
-    let mut last: std::collections::HashMap<String, String> = std::collections::HashMap::new();
-    for (_, key, n, at) in &all {
-        if let Some(previous) = last.insert(key.clone(), at.clone()) {
-            assert!(
-                previous <= *at,
-                "key {key}: row {n} delivered at {at}, before {previous}"
-            );
-        }
+    // Per key, in order of arrival: n goes up (row n has key n % KEYS).
+    let mut last: std::collections::HashMap<i64, i64> = std::collections::HashMap::new();
+    for (path, _, n) in &arrivals {
+        let previous = last.insert(n % KEYS, *n);
+        assert!(
+            previous.is_none_or(|p| p < *n),
+            "key k{}: row {n} arrived (from {path}) after row {previous:?}",
+            n % KEYS
+        );
     }
 }
 
