@@ -544,67 +544,6 @@ async fn out_13a_a_run_claim_behind_a_long_backlog_reads_its_rows_by_the_primary
     db.drop().await;
 }
 
-/// OUT-28 / issue 16 item 4: the terminal write keeps one generic plan. One key drains row after
-/// row, one `finish` a row; with its arrays as plain parameters PostgreSQL planned every
-/// execution anew (0.2 ms of planning for a statement that ran in 0.16 ms), because a custom plan
-/// costed for the exact array length always looked cheaper than the generic one.
-#[tokio::test]
-async fn out_28_the_terminal_write_keeps_a_generic_plan() {
-    let (db, _store) = migrated("finish_generic").await;
-    // A table of a drain's size, analyzed: on a handful of rows every plan costs the same.
-    db.exec(
-        "INSERT INTO outbox (topic, key, payload) \
-         SELECT 't', 'k' || (i % 100), '{}' FROM generate_series(1, 100000) AS g(i)",
-    )
-    .await;
-    db.exec("ANALYZE outbox").await;
-    let sql = statement_with(
-        include_str!("../queries/outbox/finish.sql"),
-        &[
-            (":ids::uuid[]", "$1::uuid[]".into()),
-            (":tokens::uuid[]", "$2::uuid[]".into()),
-            (":outcomes::int4[]", "$3::int4[]".into()),
-            (":attempts::int4[]", "$4::int4[]".into()),
-            (":delays_ms::int8[]", "$5::int8[]".into()),
-            (":errors::text[]", "$6::text[]".into()),
-        ],
-    );
-    let client = session(&db).await;
-    let statement = client.prepare(&sql).await.expect("prepare the finish");
-    for _ in 0..8 {
-        let id = insert(&db, "t", Some("k")).await;
-        // A fence that does not match: the write changes nothing, and is planned all the same.
-        client
-            .query(
-                &statement,
-                &[
-                    &vec![id],
-                    &vec![Uuid::new_v4()],
-                    &vec![0i32],
-                    &vec![1i32],
-                    &vec![0i64],
-                    &vec![None::<String>],
-                ],
-            )
-            .await
-            .expect("run the finish");
-    }
-    let generic: i64 = client
-        .query_one(
-            "SELECT COALESCE(max(generic_plans), 0) FROM pg_prepared_statements \
-             WHERE statement LIKE 'UPDATE%'",
-            &[],
-        )
-        .await
-        .expect("read pg_prepared_statements")
-        .get(0);
-    assert!(
-        generic > 0,
-        "eight executions of the finish were planned one by one (no generic plan)"
-    );
-    db.drop().await;
-}
-
 /// RET-6 / issue 16 item 4: one retention DELETE reads the oldest rows of each state in index
 /// order and stops at its batch. With both states in one condition the planner read and sorted
 /// every old row for each batch of 1,000 (by age: a sequential scan and an on-disk sort, 303 ms a
