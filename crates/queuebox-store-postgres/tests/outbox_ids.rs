@@ -507,7 +507,7 @@ async fn out_13a_a_run_claim_behind_a_long_backlog_reads_its_rows_by_the_primary
     )
     .await;
     // The head of the key is held, as the claim before the run claim leaves it.
-    let head: Vec<String> = db
+    let (head_id, head_token): (String, String) = db
         .admin
         .query_one(
             "UPDATE outbox SET state = 'processing', claim_token = gen_random_uuid(), \
@@ -517,14 +517,14 @@ async fn out_13a_a_run_claim_behind_a_long_backlog_reads_its_rows_by_the_primary
             &[],
         )
         .await
-        .map(|row| vec![row.get(0), row.get(1)])
+        .map(|row| (row.get(0), row.get(1)))
         .expect("hold the head of the key");
     db.exec("ANALYZE outbox").await;
     let sql = statement_with(
         include_str!("../queries/outbox/claim_run.sql"),
         &[
-            (":ids::uuid[]", format!("ARRAY['{}']::uuid[]", head[0])),
-            (":tokens::uuid[]", format!("ARRAY['{}']::uuid[]", head[1])),
+            (":ids::uuid[]", format!("ARRAY['{head_id}']::uuid[]")),
+            (":tokens::uuid[]", format!("ARRAY['{head_token}']::uuid[]")),
             (":limits::bigint[]", "ARRAY[31]::bigint[]".into()),
             (":lease_ms::bigint", "30000::bigint".into()),
         ],

@@ -332,11 +332,21 @@ fn cfg_42_a_missing_folder_stops_the_start_with_the_file_named() {
 /// to a `log` destination that appends to `deliveries`. Short poll and lease, so a test sees a
 /// crashed process's rows come back within seconds.
 fn file_config(deliveries: &str) -> String {
+    file_config_with(
+        "  claimTimeoutMs: 3000\n",
+        &format!("    type: log\n    file: {deliveries}\n"),
+    )
+}
+
+/// A configuration on the SQLite file `qb.db` of the working directory, polling every 20 ms,
+/// with these further `outbox` lines and every topic routed to the destination `out` of these
+/// lines.
+fn file_config_with(outbox: &str, destination: &str) -> String {
     format!(
         "database:\n  type: sqlite\n  url: sqlite://qb.db\n\
          server:\n  httpPort: 0\n  managementPort: 0\n\
-         outbox:\n  pollIntervalMs: 20\n  claimTimeoutMs: 3000\n\
-         destinations:\n  out:\n    type: log\n    file: {deliveries}\n\
+         outbox:\n  pollIntervalMs: 20\n{outbox}\
+         destinations:\n  out:\n{destination}\
          routes:\n  - topicPattern: \"**\"\n    destination: out\n"
     )
 }
@@ -519,13 +529,12 @@ fn two_processes_and_an_application_writer_share_one_file() {
     // process take the row again (3,005 and 3,020 deliveries of 3,000 rows in loaded runs).
     // A duplicate then is at-least-once working as documented, not what this test is about.
     let config = |name: &str| {
-        format!(
-            "database:\n  type: sqlite\n  url: sqlite://qb.db\n\
-             server:\n  httpPort: 0\n  managementPort: 0\n\
-             outbox:\n  pollIntervalMs: 20\n  claimTimeoutMs: 30000\n  concurrency: 2\n\
-             destinations:\n  out:\n    type: http\n    baseUrl: {url}\n    path: /{name}\n\
-             routes:\n  - topicPattern: \"**\"\n    destination: out\n",
-            url = receiver.url()
+        file_config_with(
+            "  claimTimeoutMs: 30000\n  concurrency: 2\n",
+            &format!(
+                "    type: http\n    baseUrl: {}\n    path: /{name}\n",
+                receiver.url()
+            ),
         )
     };
     let config_a = home.write("a.yml", &config("a"));
