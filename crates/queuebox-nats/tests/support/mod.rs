@@ -51,20 +51,62 @@ fn python() -> PathBuf {
     venv
 }
 
+/// How long one command of the standard client may take. Each of its requests is bounded by
+/// nats-py's own timeouts (5 s) and the script bounds itself below this; a client that still
+/// runs after it is killed, so a hang in the client fails the test instead of stalling the suite.
+const CLIENT_LIMIT: Duration = Duration::from_secs(180);
+
+/// Runs the standard client with these arguments, killed after [`CLIENT_LIMIT`]: its exit
+/// status (`None` when it was killed), standard output and standard error.
+fn run_client(args: &[&str]) -> (Option<std::process::ExitStatus>, String, String) {
+    use std::io::Read;
+    let mut child = Command::new(python())
+        .arg(script())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run nats_client.py");
+    // Both pipes are read on threads so a full pipe never blocks the client.
+    let read = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = read(Box::new(child.stdout.take().unwrap()));
+    let stderr = read(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + CLIENT_LIMIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status, stdout.join().unwrap(), stderr.join().unwrap())
+}
+
 /// Runs one command of the standard client against `url`; its JSON lines.
 pub fn py(url: &str, args: &[&str]) -> Vec<serde_json::Value> {
-    let output = Command::new(python())
-        .arg(script())
-        .arg(url)
-        .args(args)
-        .output()
-        .expect("run nats_client.py");
-    assert!(
-        output.status.success(),
-        "nats_client.py {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout)
+    let mut all = vec![url];
+    all.extend_from_slice(args);
+    let (status, stdout, stderr) = run_client(&all);
+    let Some(status) = status else {
+        panic!(
+            "nats_client.py {args:?} did not finish within {}s and was killed; stdout: {stdout}; stderr: {stderr}",
+            CLIENT_LIMIT.as_secs()
+        );
+    };
+    assert!(status.success(), "nats_client.py {args:?} failed: {stderr}");
+    let output = stdout;
+    output
         .lines()
         .map(|line| serde_json::from_str(line).expect("a JSON line"))
         .collect()
@@ -149,10 +191,7 @@ impl TestStream {
 
 impl Drop for TestStream {
     fn drop(&mut self) {
-        let _ = Command::new(python())
-            .arg(script())
-            .args([&self.url, "delete-stream", &self.name])
-            .output();
+        let _ = run_client(&[&self.url, "delete-stream", &self.name]);
     }
 }
 
@@ -160,6 +199,8 @@ impl Drop for TestStream {
 /// test may stop and start it; the shared server is never touched.
 pub struct PrivateNats {
     pub port: u16,
+    /// The server's name, which its greeting carries (see [`PrivateNats::resume`]).
+    name: String,
     dir: PathBuf,
     child: Option<Child>,
 }
@@ -171,10 +212,12 @@ impl PrivateNats {
             .local_addr()
             .unwrap()
             .port();
-        let dir = std::env::temp_dir().join(unique("natsd").to_ascii_lowercase());
+        let name = unique("natsd").to_ascii_lowercase();
+        let dir = std::env::temp_dir().join(&name);
         std::fs::create_dir_all(&dir).unwrap();
         let mut server = PrivateNats {
             port,
+            name,
             dir,
             child: None,
         };
@@ -187,10 +230,14 @@ impl PrivateNats {
     }
 
     /// Starts the server again on the same port and store (its streams survive).
+    ///
+    /// Ready means the server answering on the port is this one: its greeting (`INFO`) names
+    /// it. While the server was stopped another process may have taken the free port; then
+    /// this server cannot listen, and the test fails here instead of talking to a stranger.
     pub fn resume(&mut self) {
         assert!(self.child.is_none(), "the private server runs already");
         let child = Command::new("nats-server")
-            .args(["-js", "-a", "127.0.0.1", "-p"])
+            .args(["-js", "-a", "127.0.0.1", "--server_name", &self.name, "-p"])
             .arg(self.port.to_string())
             .arg("-sd")
             .arg(&self.dir)
@@ -200,13 +247,37 @@ impl PrivateNats {
             .expect("nats-server is installed (scripts/services.sh)");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+        loop {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                self.child = None;
+                panic!(
+                    "the private nats-server on port {} exited at start ({status}): is the port taken?",
+                    self.port
+                );
+            }
+            if self.greets_as_itself() {
+                return;
+            }
             assert!(
                 Instant::now() < deadline,
-                "the private nats-server did not start"
+                "the private nats-server did not answer on port {} as itself",
+                self.port
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Whether the server on the port greets with this server's name.
+    fn greets_as_itself(&self) -> bool {
+        use std::io::{BufRead, BufReader};
+        let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut greeting = String::new();
+        let _ = BufReader::new(stream).read_line(&mut greeting);
+        greeting.starts_with("INFO ")
+            && greeting.contains(&format!("\"server_name\":\"{}\"", self.name))
     }
 
     /// Stops the server hard (SIGKILL), as an outage does.

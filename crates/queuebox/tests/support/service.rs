@@ -8,6 +8,11 @@ use std::time::{Duration, Instant};
 
 use super::process::{Scratch, queuebox, stderr_lines};
 
+/// How long a test waits for `queuebox` to exit: its own shutdown is bounded by OPS-29 (50 s
+/// plus `outbox.shutdownTimeoutMs`, 30 s by default), so a process still running after this is
+/// a fault to report, not a wait to extend.
+const EXIT_LIMIT: Duration = Duration::from_secs(120);
+
 pub struct Service {
     child: Child,
     lines: Lines<String>,
@@ -117,16 +122,40 @@ impl Service {
     /// SIGTERM, then the exit code.
     pub fn stop(mut self) -> Option<i32> {
         self.signal("TERM");
-        let code = self.child.wait().unwrap().code();
-        self.drain_log();
-        code
+        self.exit_code()
     }
 
     /// Waits for the process to exit by itself (after a signal sent earlier).
     pub fn wait(mut self) -> Option<i32> {
-        let code = self.child.wait().unwrap().code();
-        self.drain_log();
-        code
+        self.exit_code()
+    }
+
+    /// The exit code, waited for at most [`EXIT_LIMIT`]. A process still running then is
+    /// killed and the test fails with the end of its log, instead of waiting for ever.
+    fn exit_code(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + EXIT_LIMIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                self.drain_log();
+                return status.code();
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                self.drain_log();
+                let messages: Vec<_> = self.log.iter().map(|l| l["message"].clone()).collect();
+                let tail = &messages[messages.len().saturating_sub(40)..];
+                panic!(
+                    "queuebox did not exit within {}s and was killed; the last log lines: {tail:#?}",
+                    EXIT_LIMIT.as_secs()
+                );
+            }
+            // Reading the log meanwhile is the wait; once stderr has closed, `pump` returns at
+            // once, so the loop sleeps instead.
+            if !self.pump(Duration::from_millis(50)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
     }
 
     /// The exit status when the process has exited by itself (a crash), else `None`.
