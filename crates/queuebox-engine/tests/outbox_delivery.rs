@@ -4,6 +4,7 @@
 mod support;
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use queuebox_core::destination::Outcome;
@@ -357,6 +358,62 @@ async fn out_54_the_poller_claims_again_at_the_low_water_mark_while_rows_wait() 
     assert!(asked.iter().all(|n| *n <= 10), "{asked:?}");
     assert_eq!(recorder.max_in_flight(), 1, "OUT-53");
     assert_eq!(recorder.ids().len(), 40);
+    db.drop().await;
+}
+
+/// OUT-54: only rows waiting for a slot or publishing hold the next claim back. With every
+/// claimed row published and its write not yet committed (the writer held here), the poller
+/// claims the next batch at once, so claim, publish and write overlap instead of taking turns.
+/// Once more than `batchSize` rows wait for their write, the claims wait for the writer: the
+/// table never has more than twice `batchSize` rows `processing` for one replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_54_rows_waiting_for_their_write_do_not_hold_the_next_claim_back() {
+    let db = TestDb::new("overlap").await;
+    let ids = db.insert(&[NewRow::new("order.created", None); 20]).await;
+    let recorder = Recorder::accepting();
+    let mut s = settings();
+    s.batch_size = 5;
+    s.concurrency = 5;
+    let store = support::Faulty::new(db.store().await);
+    store.finishes_open.send_replace(false);
+    let poller = Running::start(store.clone(), routes(&recorder, true), s);
+    // The first batch publishes and its write waits. The next claim must not: a row beyond
+    // the first batch gets published.
+    let started = Instant::now();
+    while recorder.ids().len() <= 5 {
+        assert!(
+            started.elapsed() < LIMIT,
+            "nothing claimed while a batch waited for its write: {} published, claims asked {:?}",
+            recorder.ids().len(),
+            store.asked.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Soon more than batchSize rows wait for the writer: then the claims stop until it moves.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let claims = store.claims.load(Ordering::SeqCst);
+    let processing = db.count("processing").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        store.claims.load(Ordering::SeqCst),
+        claims,
+        "a claim while {processing} rows waited for the writer: {:?}",
+        store.asked.lock().unwrap()
+    );
+    assert_eq!(db.count("processing").await, processing);
+    assert!(
+        (6..=10).contains(&processing),
+        "{processing} rows processing"
+    );
+    assert_eq!(
+        recorder.ids().len() as i64,
+        processing,
+        "all of them published"
+    );
+    store.finishes_open.send_replace(true);
+    db.wait_for_state(&ids, "sent", LIMIT).await;
+    assert_eq!(recorder.ids().len(), 20, "each row published once");
+    poller.stop(LIMIT).await.expect("clean stop");
     db.drop().await;
 }
 

@@ -1,9 +1,11 @@
 //! The claim cycle (OUT-53, OUT-54, OUT-56, OUT-18): a prefetch. Claim whenever the rows held
-//! (waiting for a slot plus publishing plus finishing) are fewer than `batchSize` and at most
-//! the low-water mark `max(batchSize / 2, concurrency)`, one claim at a time, asking for the
-//! difference; go again as soon as that holds after a full answer, otherwise wait
-//! `pollIntervalMs`, a wake-up, or a keyed row of this replica finishing. A claim that left
-//! room is followed by the run claim of its keyed rows (OUT-13a, run.rs).
+//! (waiting for a slot plus publishing) are fewer than `batchSize` and at most the low-water
+//! mark `max(batchSize / 2, concurrency)`, one claim at a time, asking for the difference; go
+//! again as soon as that holds after a full answer, otherwise wait `pollIntervalMs`, a wake-up,
+//! or a keyed row of this replica finishing. A claim that left room is followed by the run claim
+//! of its keyed rows (OUT-13a, run.rs). Rows whose terminal write is still to commit do not hold
+//! the next claim back, up to `batchSize` of them: beyond that the writer is behind, and the
+//! claims wait for it.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -16,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::PollerContext;
 use super::dispatch::{DepthGuard, Job};
-use super::held::{Entry, Stage};
+use super::held::{Counts, Entry, Stage};
 use super::row::{Prepared, prepare};
 use super::run::{RunOutlets, RunRest, Step, group_runs, run_starts};
 use super::writer::Completion;
@@ -51,14 +53,14 @@ pub async fn run_claims(
         let ready = tokio::select! {
             biased;
             () = stop.cancelled() => return,
-            ready = counts.wait_for(|c| wants_claim(c.held, batch_size, low_water)) => {
+            ready = counts.wait_for(|c| wants_claim(c, batch_size, low_water)) => {
                 ready.map(|c| *c)
             }
         };
         let Ok(now) = ready else {
             return;
         };
-        let want = batch_size - u32::try_from(now.held).unwrap_or(batch_size);
+        let want = batch_size - u32::try_from(now.unfinished()).unwrap_or(batch_size);
         // The leases of this claim end claimTimeoutMs after the database ran it, so no earlier
         // than claimTimeoutMs after now (the local lease deadline, held.rs).
         let lease_deadline = Instant::now() + shared.settings.claim_timeout;
@@ -121,11 +123,16 @@ pub fn low_water(batch_size: u32, concurrency: usize) -> u64 {
     u64::from(batch_size / 2).max(u64::try_from(concurrency).unwrap_or(u64::MAX))
 }
 
-/// OUT-54: a claim cycle runs when fewer than `batchSize` rows are held and at most the
-/// low-water mark.
-pub fn wants_claim(held: usize, batch_size: u32, low_water: u64) -> bool {
-    let held = held as u64;
-    held < u64::from(batch_size) && held <= low_water
+/// OUT-54: a claim cycle runs when fewer than `batchSize` rows are held (waiting for a slot or
+/// publishing) and at most the low-water mark. Finishing rows are not held in that sense, but
+/// more than `batchSize` of them means the writer falls behind: the claims wait for it rather
+/// than pile up outcomes in memory, so a replica never has more than twice `batchSize` rows
+/// `processing`.
+pub fn wants_claim(counts: &Counts, batch_size: u32, low_water: u64) -> bool {
+    let held = counts.unfinished() as u64;
+    held < u64::from(batch_size)
+        && held <= low_water
+        && counts.finishing as u64 <= u64::from(batch_size)
 }
 
 /// The run claim after a claim (OUT-13a): runs of the keyed rows within `room`. A failure is
@@ -279,16 +286,35 @@ mod tests {
         assert_eq!(low_water(1, 1), 1);
     }
 
+    /// Rows waiting for a slot or publishing, and finishing rows.
+    fn counts(unfinished: usize, finishing: usize) -> Counts {
+        Counts {
+            held: unfinished + finishing,
+            queued: unfinished,
+            finishing,
+        }
+    }
+
     #[test]
     fn out_54_a_claim_runs_at_or_below_the_low_water_mark_and_below_the_batch() {
         // batchSize 100, concurrency 8: claim again at 50 held, not at 51; never at 100.
         let lw = low_water(100, 8);
-        assert!(wants_claim(0, 100, lw));
-        assert!(wants_claim(50, 100, lw));
-        assert!(!wants_claim(51, 100, lw));
+        assert!(wants_claim(&counts(0, 0), 100, lw));
+        assert!(wants_claim(&counts(50, 0), 100, lw));
+        assert!(!wants_claim(&counts(51, 0), 100, lw));
         // concurrency above the batch: the batch still bounds what is held (OUT-53).
         let lw = low_water(10, 64);
-        assert!(wants_claim(9, 10, lw));
-        assert!(!wants_claim(10, 10, lw));
+        assert!(wants_claim(&counts(9, 0), 10, lw));
+        assert!(!wants_claim(&counts(10, 0), 10, lw));
+    }
+
+    #[test]
+    fn out_54_rows_being_written_do_not_hold_the_claim_back_until_the_writer_falls_behind() {
+        let lw = low_water(100, 8);
+        // A whole batch published and waiting for its write: the next claim runs now.
+        assert!(wants_claim(&counts(0, 100), 100, lw));
+        assert!(wants_claim(&counts(50, 100), 100, lw));
+        // More finishing rows than a batch: the writer is behind, the claims wait for it.
+        assert!(!wants_claim(&counts(0, 101), 100, lw));
     }
 }

@@ -28,8 +28,21 @@ pub enum Stage {
 /// What the claim loop and the shutdown wait for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counts {
+    /// Every held row, whatever its stage.
     pub held: usize,
+    /// Rows waiting for a publish slot.
     pub queued: usize,
+    /// Rows whose outcome is known and whose terminal write is queued or being written.
+    pub finishing: usize,
+}
+
+impl Counts {
+    /// The rows OUT-54 counts as held for a claim cycle: waiting for a slot plus publishing.
+    /// A finishing row needs no slot; counting it would hold the next claim back until the
+    /// writer's commit, so claim, publish and write would take turns instead of overlapping.
+    pub fn unfinished(&self) -> usize {
+        self.held - self.finishing
+    }
 }
 
 /// A held row, as handed back when it leaves.
@@ -105,10 +118,18 @@ impl HeldRows {
 
     /// Publishes the counts after a change, still under the lock so they never go backwards.
     fn publish(&self, rows: &HashMap<Claim, Entry>) {
-        let queued = rows.values().filter(|e| e.stage == Stage::Queued).count();
+        let (mut queued, mut finishing) = (0, 0);
+        for entry in rows.values() {
+            match entry.stage {
+                Stage::Queued => queued += 1,
+                Stage::Publishing => {}
+                Stage::Finishing => finishing += 1,
+            }
+        }
         self.counts.send_replace(Counts {
             held: rows.len(),
             queued,
+            finishing,
         });
     }
 
@@ -320,7 +341,14 @@ mod tests {
         // a was renewed by a renewal sent 500 ms in: its lease now ends at 1500 ms.
         held.renewed(&[a, b], now + Duration::from_millis(1500));
         assert!(matches!(held.start_publish(&a, late, margin), Start::Go));
-        assert_eq!(held.counts(), Counts { held: 1, queued: 0 });
+        assert_eq!(
+            held.counts(),
+            Counts {
+                held: 1,
+                queued: 0,
+                finishing: 0
+            }
+        );
     }
 
     #[test]
@@ -329,14 +357,35 @@ mod tests {
         let (a, b) = (claim(), claim());
         held.insert(a, entry());
         held.insert(b, entry());
-        assert_eq!(held.counts(), Counts { held: 2, queued: 2 });
+        assert_eq!(
+            held.counts(),
+            Counts {
+                held: 2,
+                queued: 2,
+                finishing: 0
+            }
+        );
         held.advance(&b, Stage::Publishing);
-        assert_eq!(held.counts(), Counts { held: 2, queued: 1 });
+        assert_eq!(
+            held.counts(),
+            Counts {
+                held: 2,
+                queued: 1,
+                finishing: 0
+            }
+        );
         let taken = held.take_queued();
         assert_eq!(taken.len(), 1);
         assert_eq!(taken[0].0, a);
         assert!(taken[0].1.token.is_cancelled());
-        assert_eq!(held.counts(), Counts { held: 1, queued: 0 });
+        assert_eq!(
+            held.counts(),
+            Counts {
+                held: 1,
+                queued: 0,
+                finishing: 0
+            }
+        );
         assert!(held.remove(&b).is_some());
         assert_eq!(held.counts(), Counts::default());
     }

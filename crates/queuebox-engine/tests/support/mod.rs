@@ -305,6 +305,11 @@ impl Recorder {
         self.deliveries().iter().map(|d| d.id).collect()
     }
 
+    /// Publishes started and not yet ended.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
     pub fn max_in_flight(&self) -> usize {
         self.max_in_flight.load(Ordering::SeqCst)
     }
@@ -468,6 +473,9 @@ pub struct Faulty {
     pub claims: AtomicUsize,
     /// The `limit` of every claim, in order.
     pub asked: Mutex<Vec<u32>>,
+    /// While `false`, terminal writes wait before they reach the database (a writer that is
+    /// slow or stuck); `true` by default.
+    pub finishes_open: tokio::sync::watch::Sender<bool>,
 }
 
 impl Faulty {
@@ -479,6 +487,7 @@ impl Faulty {
             fail_finishes: AtomicUsize::new(0),
             claims: AtomicUsize::new(0),
             asked: Mutex::new(Vec::new()),
+            finishes_open: tokio::sync::watch::Sender::new(true),
         })
     }
 
@@ -539,6 +548,8 @@ impl OutboxStore for Faulty {
         &self,
         writes: &[queuebox_store::TerminalWrite],
     ) -> Result<Vec<queuebox_store::Claim>, queuebox_store::StoreError> {
+        let mut open = self.finishes_open.subscribe();
+        let _ = open.wait_for(|open| *open).await;
         if Self::take(&self.fail_finishes) {
             return Err(Self::error("marking outbox rows"));
         }
