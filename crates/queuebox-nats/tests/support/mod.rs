@@ -52,8 +52,8 @@ fn python() -> PathBuf {
 }
 
 /// How long one command of the standard client may take. Each of its requests is bounded by
-/// nats-py's own timeouts (5 s) and the script bounds itself below this; a client that still
-/// runs after it is killed, so a hang in the client fails the test instead of stalling the suite.
+/// nats-py's own timeouts (5 s) and the script gives its `close` 5 s; a client that still runs
+/// after this is killed, so a hang in the client fails the test instead of stalling the suite.
 const CLIENT_LIMIT: Duration = Duration::from_secs(180);
 
 /// Runs the standard client with these arguments, killed after [`CLIENT_LIMIT`]: its exit
@@ -105,8 +105,7 @@ pub fn py(url: &str, args: &[&str]) -> Vec<serde_json::Value> {
         );
     };
     assert!(status.success(), "nats_client.py {args:?} failed: {stderr}");
-    let output = stdout;
-    output
+    stdout
         .lines()
         .map(|line| serde_json::from_str(line).expect("a JSON line"))
         .collect()
