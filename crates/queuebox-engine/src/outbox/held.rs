@@ -341,14 +341,7 @@ mod tests {
         // a was renewed by a renewal sent 500 ms in: its lease now ends at 1500 ms.
         held.renewed(&[a, b], now + Duration::from_millis(1500));
         assert!(matches!(held.start_publish(&a, late, margin), Start::Go));
-        assert_eq!(
-            held.counts(),
-            Counts {
-                held: 1,
-                queued: 0,
-                finishing: 0
-            }
-        );
+        assert_eq!(held.counts(), counts(1, 0, 0));
     }
 
     #[test]
@@ -357,36 +350,28 @@ mod tests {
         let (a, b) = (claim(), claim());
         held.insert(a, entry());
         held.insert(b, entry());
-        assert_eq!(
-            held.counts(),
-            Counts {
-                held: 2,
-                queued: 2,
-                finishing: 0
-            }
-        );
+        assert_eq!(held.counts(), counts(2, 2, 0));
         held.advance(&b, Stage::Publishing);
-        assert_eq!(
-            held.counts(),
-            Counts {
-                held: 2,
-                queued: 1,
-                finishing: 0
-            }
-        );
+        assert_eq!(held.counts(), counts(2, 1, 0));
         let taken = held.take_queued();
         assert_eq!(taken.len(), 1);
         assert_eq!(taken[0].0, a);
         assert!(taken[0].1.token.is_cancelled());
-        assert_eq!(
-            held.counts(),
-            Counts {
-                held: 1,
-                queued: 0,
-                finishing: 0
-            }
-        );
+        assert_eq!(held.counts(), counts(1, 0, 0));
+        // b's outcome is known: it stays held, as finishing, until its write commits.
+        held.advance(&b, Stage::Finishing);
+        assert_eq!(held.counts(), counts(1, 0, 1));
+        assert_eq!(held.counts().unfinished(), 0);
         assert!(held.remove(&b).is_some());
         assert_eq!(held.counts(), Counts::default());
+    }
+
+    /// Every held row, those waiting for a slot, and those finishing.
+    fn counts(held: usize, queued: usize, finishing: usize) -> Counts {
+        Counts {
+            held,
+            queued,
+            finishing,
+        }
     }
 }
