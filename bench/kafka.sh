@@ -68,6 +68,8 @@ trap 'rm -rf "$work"' EXIT
 qb="$work/queuebox" sqlfloor="$work/qb-sql-floor"
 
 source bench/facts.sh
+source bench/wait.sh
+source bench/wait.sh
 load_start="$(load)"
 run_id="$$"
 t_floor="qbt-bench-floor-$run_id" t_in="qbt-bench-in-$run_id" t_pub="qbt-bench-pub-$run_id" t_out="qbt-bench-out-$run_id"
@@ -154,11 +156,8 @@ kc fill "$t_in" "$messages" >/dev/null
 l4="$(load)"
 t0="$(now)"
 start_qb "$work/intake.yml" "$work/intake.log"
-deadline=$(( $(date +%s) + 900 ))
-while [[ "$(count_in qb_bench_kintake 'SELECT count(*) FROM inbox')" -lt "$messages" ]]; do
-    [[ $(date +%s) -lt $deadline ]] || { stop_qb; die "intake: $(count_in qb_bench_kintake 'SELECT count(*) FROM inbox') of $messages rows after 900 s"; }
-    sleep 0.1
-done
+wait_while "$(schema_url qb_bench_kintake)" "(SELECT count(*) FROM inbox) < $messages" 900 \
+    || { stop_qb; die "intake: $(count_in qb_bench_kintake 'SELECT count(*) FROM inbox') of $messages rows after 900 s"; }
 t1="$(now)"
 intake_peak_kb="$(rss "$qb_pid" VmHWM)"
 intake_cpu="$(awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$qb_pid/stat")"
@@ -223,13 +222,10 @@ fill_outbox qb_bench_kdelivery
 l10="$(load)"
 t0="$(now)"
 start_qb "$work/delivery.yml" "$work/delivery.log"
-deadline=$(( $(date +%s) + 900 ))
 # The end is the last row leaving pending/processing: one index probe a poll, where counting
 # the sent rows read a growing share of the table ten times a second beside the run it measures.
-while [[ "$(count_in qb_bench_kdelivery "SELECT EXISTS (SELECT 1 FROM outbox WHERE state IN ('pending', 'processing'))")" == t ]]; do
-    [[ $(date +%s) -lt $deadline ]] || { stop_qb; die "delivery: rows still pending or processing after 900 s"; }
-    sleep 0.1
-done
+wait_while "$(schema_url qb_bench_kdelivery)" "EXISTS (SELECT 1 FROM outbox WHERE state IN ('pending', 'processing'))" 900 \
+    || { stop_qb; die "delivery: rows still pending or processing after 900 s"; }
 t1="$(now)"
 delivery_sent="$(count_in qb_bench_kdelivery "SELECT count(*) FROM outbox WHERE state = 'sent'")"
 [[ "$delivery_sent" -eq "$messages" ]] || { stop_qb; die "delivery: $delivery_sent of $messages rows sent, the others dead"; }

@@ -73,6 +73,7 @@ qb="$work/queuebox" floor="$work/qb-amqp-floor" sqlfloor="$work/qb-sql-floor"
 export QUEUEBOX_BENCH_AMQP_URL="$amqp_url"
 
 source bench/facts.sh
+source bench/wait.sh
 load_start="$(load)"
 run_id="$$"
 queue="qb_bench_in_$run_id" exchange="qb_bench_out_$run_id" seen="qb_bench_seen_$run_id"
@@ -157,7 +158,7 @@ stop_qb
 l4="$(load)"
 t0="$(now)"
 start_qb "$work/intake.yml" "$work/intake.log"
-while [[ "$(count_in qb_bench_intake 'SELECT count(*) FROM inbox')" -lt "$messages" ]]; do sleep 0.1; done
+wait_while "$(schema_url qb_bench_intake)" "(SELECT count(*) FROM inbox) < $messages"
 t1="$(now)"
 intake_peak_kb="$(rss "$qb_pid" VmHWM)"
 intake_cpu="$(awk '{ printf "%.2f", ($14 + $15) / 100 }' "/proc/$qb_pid/stat")"
@@ -224,7 +225,7 @@ t0="$(now)"
 start_qb "$work/delivery.yml" "$work/delivery.log"
 # The end is the last row leaving pending/processing: one index probe a poll, where counting
 # the sent rows read a growing share of the table ten times a second beside the run it measures.
-while [[ "$(count_in qb_bench_delivery "SELECT EXISTS (SELECT 1 FROM outbox WHERE state IN ('pending', 'processing'))")" == t ]]; do sleep 0.1; done
+wait_while "$(schema_url qb_bench_delivery)" "EXISTS (SELECT 1 FROM outbox WHERE state IN ('pending', 'processing'))"
 t1="$(now)"
 delivery_sent="$(count_in qb_bench_delivery "SELECT count(*) FROM outbox WHERE state = 'sent'")"
 [[ "$delivery_sent" -eq "$messages" ]] || { stop_qb; die "delivery: $delivery_sent of $messages rows sent, the others dead"; }
