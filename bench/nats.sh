@@ -260,7 +260,7 @@ cat >"$section" <<MD
 Command: \`bench/nats.sh\` (the phases are listed at the top of the script).
 
 - Run: $date_run UTC, commit $commit.
-- Machine: $cores cores ($cpu_model), $(printf '%.1f' "$mem_gb") GB memory, shared with other builds and test suites while it ran: the load averages (1, 5, 15 min) are beside each phase.
+- Machine: $cores cores ($cpu_model), $(printf '%.1f' "$mem_gb") GB memory; the load averages (1, 5, 15 min) beside each phase say how busy it was.
 - nats-server $nats_version (JetStream, file storage) and PostgreSQL $pg_version on the same machine (127.0.0.1), untuned, default settings.
 - Messages: $messages JSON bodies of about 190 bytes (\`{"id":"m-<i>","n":<i>,"pad":"x…"}\`), each with its own id, in a stream of the run's own.
 - QueueBox: the release build. Intake: one push \`nats\` source (a durable pull consumer it creates), \`batchSize\` $batch, the relay off (\`inbox.relay.enabled: false\`), the messages already in the stream; measured from the start of the process to the last row committed (the start-up is inside). Delivery: one \`nats\` destination (JetStream publish with acknowledgement, one subject of a stream), \`outbox.concurrency\` $concurrency, the rows inserted and analyzed before the start; measured from the start of the process to the last row \`sent\`.

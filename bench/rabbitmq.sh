@@ -258,7 +258,7 @@ cat >"$section" <<MD
 Command: \`bench/rabbitmq.sh\` (the phases are listed at the top of the script).
 
 - Run: $date_run UTC, commit $commit.
-- Machine: $cores cores ($cpu_model), $(printf '%.1f' "$mem_gb") GB memory, shared with other builds and test suites while it ran: the load averages (1, 5, 15 min) are beside each phase.
+- Machine: $cores cores ($cpu_model), $(printf '%.1f' "$mem_gb") GB memory; the load averages (1, 5, 15 min) beside each phase say how busy it was.
 - RabbitMQ $rabbit_version and PostgreSQL $pg_version on the same machine (127.0.0.1), untuned, default settings.
 - Messages: $messages persistent JSON bodies of about 190 bytes (\`{"id":"m-<i>","n":<i>,"pad":"x…"}\`), each with its own id.
 - QueueBox: the release build. Intake: one push \`rabbitmq\` source, \`prefetchCount\` $prefetch, the relay off (\`inbox.relay.enabled: false\`), the messages already in the queue; measured from the start of the process to the last row committed (the start-up, about 0.1 s, is inside). Delivery: one \`rabbitmq\` destination (topic exchange bound to one queue), \`outbox.concurrency\` $concurrency, the rows inserted and analyzed before the start; measured from the start of the process to the last row \`sent\`.
