@@ -21,6 +21,7 @@
 #   bench/nats.sh --messages 5000 --out /tmp/b.md   # a quick try
 #
 # Options: --messages N (100000), --batch N (50), --concurrency N (8), --out FILE.
+# QUEUEBOX_BENCH_BIN_DIR=DIR runs the queuebox, qb-nats-floor and qb-sql-floor already in DIR.
 # Not part of scripts/test.sh: benchmarks are never timed tests.
 set -euo pipefail
 
@@ -59,11 +60,17 @@ say "building the release binaries"
 profile="${QUEUEBOX_BENCH_PROFILE:-release}"
 profile_flag=(--release)
 [[ "$profile" == release ]] || profile_flag=()
-cargo build "${profile_flag[@]}" --quiet -p queuebox -p queuebox-bench \
-    --bin queuebox --bin qb-nats-floor --bin qb-sql-floor
+# QUEUEBOX_BENCH_BIN_DIR=DIR: run the binaries already built in DIR instead (a before/after
+# pair of two builds, each run by the same script).
+bin_dir="${QUEUEBOX_BENCH_BIN_DIR:-}"
+if [[ -z "$bin_dir" ]]; then
+    cargo build "${profile_flag[@]}" --quiet -p queuebox -p queuebox-bench \
+        --bin queuebox --bin qb-nats-floor --bin qb-sql-floor
+    bin_dir="$target/$profile"
+fi
 work="$(mktemp -d /tmp/qb-nats-bench-XXXX)"
 # Copies: other builds in a shared target directory may overwrite the originals meanwhile.
-cp "$target/$profile/queuebox" "$target/$profile/qb-nats-floor" "$target/$profile/qb-sql-floor" "$work/"
+cp "$bin_dir/queuebox" "$bin_dir/qb-nats-floor" "$bin_dir/qb-sql-floor" "$work/"
 qb="$work/queuebox" floor="$work/qb-nats-floor" sqlfloor="$work/qb-sql-floor"
 export QUEUEBOX_BENCH_NATS_URL="$nats_url"
 
