@@ -39,6 +39,12 @@ const RETRY_PAUSE: Duration = Duration::from_secs(5);
 const STORAGE_FAILURE_PAUSE: Duration = Duration::from_secs(1);
 /// How much longer than FETCH_WAIT a fetch may take before it counts as lost.
 const BATCH_MARGIN: Duration = Duration::from_secs(2);
+/// The fewest fetched messages that may wait for their acknowledgement (more when two fetches
+/// of `batchSize` hold more). The intake's writer combines what is queued while its previous
+/// insert commits, up to 256 rows an insert; with only two fetches of 50 waiting, the fetch
+/// loop stopped while an insert committed, so each insert held at most one or two fetches and
+/// the rate was one commit per 50 to 100 messages (docs/benchmarks.md, "NATS JetStream").
+const IN_FLIGHT_FLOOR: usize = 512;
 
 /// The consumer settings of one source (CFG-77).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -322,9 +328,11 @@ impl Source for NatsSource {
     ) -> Result<(), SourceError> {
         let client = self.client().await?;
         let js = jetstream::new(client.clone());
-        // Receipts travel to the acknowledger in fetch order; the bound keeps at most about
-        // two fetches' worth of messages between the fetch and their acknowledgement.
-        let (receipts, pending) = mpsc::channel(self.consumer.batch_size * 2);
+        // Receipts travel to the acknowledger in fetch order; the bound keeps at most two
+        // fetches' worth of messages, or IN_FLIGHT_FLOOR, between the fetch and their
+        // acknowledgement.
+        let in_flight = (self.consumer.batch_size * 2).max(IN_FLIGHT_FLOOR);
+        let (receipts, pending) = mpsc::channel(in_flight);
         let acknowledger = tokio::spawn(acknowledge(
             self.name.clone(),
             pending,

@@ -118,6 +118,49 @@ async fn inb_72_messages_are_submitted_in_fetch_order_and_each_is_acknowledged()
     assert_eq!(info["num_redelivered"], 0, "{info}");
 }
 
+/// INB-72: the fetch loop runs ahead of the commits. While no outcome is known it goes on
+/// fetching until 512 messages wait for their acknowledgement (two fetches of `batchSize`
+/// when that is more), so the intake's writer finds whole inserts queued while its previous
+/// one commits; then it waits, and every message is acknowledged once its outcome comes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inb_72_fetches_run_ahead_of_the_commits_up_to_512_messages() {
+    let stream = TestStream::create(&shared_url(), "inb72ahead");
+    let sent = bodies(700, "ahead");
+    publish_bodies(&stream, "a", &sent);
+    let (intake, gate) = ScriptedIntake::held();
+    let running = start(
+        nats_source(&source_yaml(
+            &shared_url(),
+            &stream,
+            "qb",
+            "    batchSize: 10\n    ackWaitMs: 60000\n",
+        )),
+        intake.clone(),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(20),
+        "512 messages fetched with no outcome known",
+        || intake.count() >= 512,
+    )
+    .await;
+    // The bound holds: beyond the 512 waiting, at most the message the acknowledger awaits and
+    // the one the fetch loop holds.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ahead = intake.count();
+    assert!(ahead <= 514, "{ahead} messages fetched ahead of their outcomes");
+    gate.add_permits(sent.len());
+    eventually(Duration::from_secs(20), "every message submitted", || {
+        intake.count() == sent.len()
+    })
+    .await;
+    running.stop().await;
+    assert_eq!(intake.bodies(), sent, "fetch order");
+    let info = consumer_info(&stream, "qb");
+    assert_eq!(info["num_ack_pending"], 0, "{info}");
+    assert_eq!(info["num_redelivered"], 0, "{info}");
+}
+
 /// INB-54 (conformance: "NATS: a failed store is redelivered"): a storage failure is
 /// negatively acknowledged and JetStream redelivers at once, long before `ackWaitMs`; the
 /// second delivery is stored and acknowledged.

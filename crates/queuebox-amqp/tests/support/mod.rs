@@ -4,10 +4,19 @@
 
 #![allow(dead_code)]
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "../../../queuebox-nats/tests/support/child.rs"]
+mod child;
+
+use child::run_with_deadline;
+
+/// How long one command of the standard client may take (the longest, publishing the 10,000
+/// messages of a crash test, takes seconds); a client still running after this is killed, so
+/// a hang in it fails the test instead of stalling the suite.
+const CLIENT_LIMIT: Duration = Duration::from_secs(180);
 
 /// The shared broker; override with `QUEUEBOX_TEST_AMQP_URL`.
 pub fn amqp_url() -> String {
@@ -41,28 +50,10 @@ pub fn python() -> PathBuf {
 /// Runs one pika_client.py command against `url`; panics with its stderr when it fails.
 pub fn pika_at(url: &str, args: &[&str], stdin: &str) -> String {
     let script = workspace().join("crates/queuebox-amqp/tests/support/pika_client.py");
-    let mut child = Command::new(python())
-        .arg(script)
-        .arg(url)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the pika client");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "pika_client {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    let mut command = Command::new(python());
+    command.arg(script).arg(url).args(args);
+    run_with_deadline(command, stdin.as_bytes(), CLIENT_LIMIT)
+        .expect_success(&format!("pika_client {args:?}"), CLIENT_LIMIT)
 }
 
 pub fn pika(args: &[&str], stdin: &str) -> String {

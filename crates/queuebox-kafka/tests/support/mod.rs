@@ -13,6 +13,16 @@ use std::time::{Duration, Instant};
 
 use queuebox_config::{Config, LoadOptions, load};
 
+#[path = "../../../queuebox-nats/tests/support/child.rs"]
+mod child;
+
+use child::run_with_deadline;
+
+/// How long one command of the standard client may take. Its longest wait, `read`, gives up
+/// after 120 s; a client still running after this is killed, so a hang in it fails the test
+/// instead of stalling the suite.
+const CLIENT_LIMIT: Duration = Duration::from_secs(180);
+
 pub fn shared_bootstrap() -> String {
     std::env::var("QUEUEBOX_TEST_KAFKA").unwrap_or_else(|_| "127.0.0.1:19092".into())
 }
@@ -51,18 +61,10 @@ fn python() -> PathBuf {
 
 /// Runs one command of the standard client against `bootstrap`; its JSON lines.
 pub fn py(bootstrap: &str, args: &[&str]) -> Vec<serde_json::Value> {
-    let output = Command::new(python())
-        .arg(script())
-        .arg(bootstrap)
-        .args(args)
-        .output()
-        .expect("run kafka_client.py");
-    assert!(
-        output.status.success(),
-        "kafka_client.py {args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout)
+    let mut command = Command::new(python());
+    command.arg(script()).arg(bootstrap).args(args);
+    run_with_deadline(command, b"", CLIENT_LIMIT)
+        .expect_success(&format!("kafka_client.py {args:?}"), CLIENT_LIMIT)
         .lines()
         .map(|line| serde_json::from_str(line).expect("a JSON line"))
         .collect()
@@ -192,10 +194,11 @@ impl TestTopic {
 
 impl Drop for TestTopic {
     fn drop(&mut self) {
-        let _ = Command::new(python())
+        let mut command = Command::new(python());
+        command
             .arg(script())
-            .args([&self.bootstrap, "delete-topic", &self.name])
-            .output();
+            .args([&self.bootstrap, "delete-topic", &self.name]);
+        let _ = run_with_deadline(command, b"", CLIENT_LIMIT);
     }
 }
 

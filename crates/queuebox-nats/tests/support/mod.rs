@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 
 use queuebox_config::{Config, LoadOptions, load};
 
+pub mod child;
 pub mod intake;
+
+use child::run_with_deadline;
 
 pub fn shared_url() -> String {
     std::env::var("QUEUEBOX_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
@@ -56,56 +59,14 @@ fn python() -> PathBuf {
 /// after this is killed, so a hang in the client fails the test instead of stalling the suite.
 const CLIENT_LIMIT: Duration = Duration::from_secs(180);
 
-/// Runs the standard client with these arguments, killed after [`CLIENT_LIMIT`]: its exit
-/// status (`None` when it was killed), standard output and standard error.
-fn run_client(args: &[&str]) -> (Option<std::process::ExitStatus>, String, String) {
-    use std::io::Read;
-    let mut child = Command::new(python())
-        .arg(script())
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run nats_client.py");
-    // Both pipes are read on threads so a full pipe never blocks the client.
-    let read = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut text = String::new();
-            let _ = pipe.read_to_string(&mut text);
-            text
-        })
-    };
-    let stdout = read(Box::new(child.stdout.take().unwrap()));
-    let stderr = read(Box::new(child.stderr.take().unwrap()));
-    let deadline = Instant::now() + CLIENT_LIMIT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (status, stdout.join().unwrap(), stderr.join().unwrap())
-}
-
 /// Runs one command of the standard client against `url`; its JSON lines.
 pub fn py(url: &str, args: &[&str]) -> Vec<serde_json::Value> {
     let mut all = vec![url];
     all.extend_from_slice(args);
-    let (status, stdout, stderr) = run_client(&all);
-    let Some(status) = status else {
-        panic!(
-            "nats_client.py {args:?} did not finish within {}s and was killed; stdout: {stdout}; stderr: {stderr}",
-            CLIENT_LIMIT.as_secs()
-        );
-    };
-    assert!(status.success(), "nats_client.py {args:?} failed: {stderr}");
-    stdout
+    let mut command = Command::new(python());
+    command.arg(script()).args(&all);
+    run_with_deadline(command, b"", CLIENT_LIMIT)
+        .expect_success(&format!("nats_client.py {args:?}"), CLIENT_LIMIT)
         .lines()
         .map(|line| serde_json::from_str(line).expect("a JSON line"))
         .collect()
@@ -190,7 +151,11 @@ impl TestStream {
 
 impl Drop for TestStream {
     fn drop(&mut self) {
-        let _ = run_client(&[&self.url, "delete-stream", &self.name]);
+        let mut command = Command::new(python());
+        command
+            .arg(script())
+            .args([&self.url, "delete-stream", &self.name]);
+        let _ = run_with_deadline(command, b"", CLIENT_LIMIT);
     }
 }
 
