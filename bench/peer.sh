@@ -7,7 +7,8 @@
 #   3. QueueBox (release build) at its defaults with `outbox.batchSize` 100.
 # For each: msgs/s, the CPU time of its own process, and the CPU time of its database backends
 # (the sessions with its application_name, read from /proc at the end of the drain).
-# The package is installed by this script into bench/peer-node/node_modules (git-ignored).
+# The package is installed by this script (`npm ci`, from the committed lock file) into
+# bench/peer-node/node_modules (git-ignored).
 #
 #   bench/peer.sh                       # 2,000 rows (the peer at its defaults is slow here)
 #   bench/peer.sh --rows 50000 --out /tmp/b.md
@@ -31,7 +32,7 @@ done
 say() { echo "peer.sh: $* (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2; }
 
 cargo build --release --quiet -p queuebox --bin queuebox -p queuebox-bench --bin qb-receiver
-(cd bench/peer-node && npm install --no-audit --no-fund --silent >/dev/null)
+(cd bench/peer-node && npm ci --no-audit --no-fund --silent >/dev/null)
 
 work="$(mktemp -d /tmp/qb-peer.XXXXXX)"
 schema="qb_peer_$$"
