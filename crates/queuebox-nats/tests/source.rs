@@ -148,7 +148,10 @@ async fn inb_72_fetches_run_ahead_of_the_commits_up_to_512_messages() {
     // the one the fetch loop holds.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let ahead = intake.count();
-    assert!(ahead <= 514, "{ahead} messages fetched ahead of their outcomes");
+    assert!(
+        ahead <= 514,
+        "{ahead} messages fetched ahead of their outcomes"
+    );
     gate.add_permits(sent.len());
     eventually(Duration::from_secs(20), "every message submitted", || {
         intake.count() == sent.len()

@@ -8,22 +8,23 @@ use std::io::{Read, Write};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// How a child ended: its exit status (`None` when it was killed at the deadline), and
-/// everything it wrote.
+/// How a child ended: its exit status (`None` when it was killed at the deadline), everything
+/// it wrote, and the deadline it had.
 pub struct Finished {
     pub status: Option<ExitStatus>,
     pub stdout: String,
     pub stderr: String,
+    pub limit: Duration,
 }
 
 impl Finished {
     /// Its standard output when it exited with success; otherwise the test fails, saying
     /// whether it was killed or failed, with both of its outputs.
-    pub fn expect_success(self, what: &str, limit: Duration) -> String {
+    pub fn expect_success(self, what: &str) -> String {
         let Some(status) = self.status else {
             panic!(
                 "{what} did not finish within {}s and was killed; stdout: {}; stderr: {}",
-                limit.as_secs(),
+                self.limit.as_secs(),
                 self.stdout,
                 self.stderr
             );
@@ -74,5 +75,6 @@ pub fn run_with_deadline(mut command: Command, stdin: &[u8], limit: Duration) ->
         status,
         stdout: stdout.join().unwrap(),
         stderr: stderr.join().unwrap(),
+        limit,
     }
 }

@@ -66,7 +66,7 @@ pub fn py(url: &str, args: &[&str]) -> Vec<serde_json::Value> {
     let mut command = Command::new(python());
     command.arg(script()).args(&all);
     run_with_deadline(command, b"", CLIENT_LIMIT)
-        .expect_success(&format!("nats_client.py {args:?}"), CLIENT_LIMIT)
+        .expect_success(&format!("nats_client.py {args:?}"))
         .lines()
         .map(|line| serde_json::from_str(line).expect("a JSON line"))
         .collect()
