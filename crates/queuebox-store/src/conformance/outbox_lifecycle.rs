@@ -109,20 +109,27 @@ pub(crate) async fn out_5_sequence_increases_in_insert_order_and_is_kept_for_lif
     db.cleanup().await;
 }
 
+/// Longer than the coarsest clock of a store (SQLite's text timestamps keep milliseconds), so
+/// two statements that a test tells apart by their `updated_at` never share a clock reading.
+const CLOCK_STEP: Duration = Duration::from_millis(3);
+
 /// Drives every statement of the store over six rows, including fenced writes that must do
 /// nothing (a stale token, a row no longer processing). Returns the rows, named.
 async fn every_statement(
     db: &dyn ConformanceDatabase,
     store: &dyn Store,
 ) -> BTreeMap<&'static str, Uuid> {
+    let step = || tokio::time::sleep(CLOCK_STEP);
     let mut rows = BTreeMap::new();
     // `expired` is claimed alone with a lease that is over at once, the others together.
     rows.insert("expired", insert(db, None).await);
+    step().await;
     let short = store.claim(1, Duration::ZERO).await.expect("claim");
     assert_eq!(ids_of(&short), vec![rows["expired"]]);
     for name in ["sent", "retried", "dead", "released", "stale"] {
         rows.insert(name, insert(db, None).await);
     }
+    step().await;
     let claimed = store.claim(10, LONG_LEASE).await.expect("claim");
     assert_eq!(claimed.len(), 5);
     let c = |name: &str| claim_of(&claimed, rows[name]);
@@ -135,6 +142,7 @@ async fn every_statement(
         id: RowId(rows["stale"]),
         token: ClaimToken(Uuid::new_v4()),
     };
+    step().await;
     let written = store
         .finish(&[
             TerminalWrite::Sent { claim: c("sent") },
@@ -154,8 +162,10 @@ async fn every_statement(
         .await
         .expect("finish");
     assert_eq!(written.len(), 3, "the stale token writes nothing");
+    step().await;
     let released = store.release(&[c("released")]).await.expect("release");
     assert_eq!(released, vec![c("released")]);
+    step().await;
     assert_eq!(store.reclaim_expired().await.expect("reclaim"), 1);
     // Fenced writes on rows that left processing change nothing.
     let none = store
@@ -182,6 +192,7 @@ async fn every_statement(
     assert!(late_renew.expect("late renew").is_empty());
     assert_eq!(store.reclaim_expired().await.expect("reclaim"), 0);
     // The rows back in pending are claimed again and sent; `stale` too.
+    step().await;
     let again = store.claim(10, LONG_LEASE).await.expect("claim again");
     let again_ids: BTreeSet<Uuid> = ids_of(&again).into_iter().collect();
     let expected: BTreeSet<Uuid> = ["retried", "released", "expired"]
@@ -194,6 +205,7 @@ async fn every_statement(
         .map(|r| TerminalWrite::Sent { claim: r.claim })
         .collect();
     sends.push(TerminalWrite::Sent { claim: c("stale") });
+    step().await;
     assert_eq!(store.finish(&sends).await.expect("finish").len(), 4);
     rows
 }
