@@ -69,7 +69,6 @@ qb="$work/queuebox" sqlfloor="$work/qb-sql-floor"
 
 source bench/facts.sh
 source bench/wait.sh
-source bench/wait.sh
 load_start="$(load)"
 run_id="$$"
 t_floor="qbt-bench-floor-$run_id" t_in="qbt-bench-in-$run_id" t_pub="qbt-bench-pub-$run_id" t_out="qbt-bench-out-$run_id"
