@@ -102,6 +102,12 @@ impl Service {
         while self.pump(Duration::from_millis(1)) {}
     }
 
+    /// Every line logged so far, as JSON text, for a failing test's message.
+    pub fn log_lines(&mut self) -> Vec<String> {
+        self.drain_log();
+        self.log.iter().map(|l| l.to_string()).collect()
+    }
+
     /// `GET path` on the data port: (status, body).
     pub fn get(&self, path: &str) -> (u16, String) {
         http_get(self.port, path)
