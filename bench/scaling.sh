@@ -207,9 +207,16 @@ drain() { # phase pending [sent [age retention]]
     R[$1.db_cpu_s]="$(psql_q -c "SELECT pid FROM pg_stat_activity WHERE application_name = '$s'" \
         | while read -r pid; do awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null; done \
         | awk '{s += $1} END {printf "%.2f", s / 100}')"
-    R[$1.claims]="$(( $(psql_q -c "SELECT idx_scan FROM pg_stat_user_indexes WHERE schemaname = '$s' AND indexrelname = 'idx_outbox_pending'") - scans0 ))"
     R[$1.load]="$l0 → $(load)"
     kill -TERM "$qb_pid"; wait "$qb_pid" || true; qb_pid=""
+    # A backend reports its index scans to the statistics when it has been idle a while (up to
+    # 10 s after its last statement) or when it exits, so the claims are counted once QueueBox's
+    # sessions have closed (read before, a short phase counted none).
+    for _ in $(seq 50); do
+        [[ "$(psql_q -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$s'")" == 0 ]] && break
+        sleep 0.1
+    done
+    R[$1.claims]="$(( $(psql_q -c "SELECT idx_scan FROM pg_stat_user_indexes WHERE schemaname = '$s' AND indexrelname = 'idx_outbox_pending'") - scans0 ))"
     kill -TERM "$recv_pid"; wait "$recv_pid" || true; recv_pid=""
     R[$1.rows]="$pending"
     R[$1.fill_s]="$(awk -v a="$t0" -v b="$t_fill" 'BEGIN { printf "%.2f", b - a }')"

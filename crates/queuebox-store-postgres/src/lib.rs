@@ -19,6 +19,7 @@ mod outbox;
 mod outbox_sql;
 mod redact;
 mod render;
+mod replan;
 mod sql;
 mod store;
 mod tls;

@@ -122,6 +122,24 @@ impl PgStore {
         client.query(&statement, params).await.map_err(&fail)
     }
 
+    /// `rows`, for a statement that keeps a generic plan: its prepared copy on the connection is
+    /// made again every few seconds, so the plan follows the table's size (`replan.rs`).
+    pub(crate) async fn rows_replanned(
+        &self,
+        during: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let client = self.client(during).await?;
+        let fail = self.pg_fail(during);
+        let statement = self
+            .replanner
+            .prepare(&client, during, sql)
+            .await
+            .map_err(&fail)?;
+        client.query(&statement, params).await.map_err(&fail)
+    }
+
     /// The (id, token) answer of a fenced write, as claims.
     pub(crate) async fn fenced(
         &self,
@@ -130,6 +148,21 @@ impl PgStore {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Claim>, StoreError> {
         let rows = self.rows(during, sql, params).await?;
+        self.claims_of(during, &rows)
+    }
+
+    /// The (id, token) answer of a fenced write whose statement keeps a generic plan.
+    pub(crate) async fn fenced_replanned(
+        &self,
+        during: &'static str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Claim>, StoreError> {
+        let rows = self.rows_replanned(during, sql, params).await?;
+        self.claims_of(during, &rows)
+    }
+
+    fn claims_of(&self, during: &'static str, rows: &[Row]) -> Result<Vec<Claim>, StoreError> {
         rows.iter()
             .map(|row| {
                 Ok(Claim {
@@ -223,7 +256,7 @@ impl OutboxStore for PgStore {
             return Ok(Vec::new());
         }
         let a = FinishArrays::new(writes);
-        self.fenced(
+        self.fenced_replanned(
             "marking outbox rows",
             &self.outbox_sql.finish,
             &[

@@ -19,6 +19,7 @@ use crate::inbox_sql::InboxSql;
 use crate::migrate::PgMigrationBackend;
 use crate::operator_sql::OperatorSql;
 use crate::outbox_sql::OutboxSql;
+use crate::replan::Replanner;
 use crate::sql::CatalogSql;
 use crate::{classify, connect, guard, redact, sql};
 
@@ -35,6 +36,8 @@ pub struct PgStore {
     pub(crate) operator_sql: Arc<OperatorSql>,
     /// The catalog and history statements, rendered once (`sql.rs`).
     catalog_sql: Arc<CatalogSql>,
+    /// When each connection last prepared the statements that keep a generic plan (`replan.rs`).
+    pub(crate) replanner: Arc<Replanner>,
     startup_timeout_ms: u64,
     operation_timeout: Duration,
     pub(crate) password: Secret,
@@ -68,6 +71,7 @@ impl PgStore {
             inbox_sql,
             operator_sql,
             catalog_sql,
+            replanner: Arc::default(),
             startup_timeout_ms: db.startup_timeout_ms,
             operation_timeout: Duration::from_millis(db.connection_timeout_ms),
             password: target.password.clone(),
