@@ -9,9 +9,12 @@
 //!   channels, one message in flight per channel, each waiting for its own confirm: the
 //!   acknowledgement mode of QueueBox's destination (the raw publisher floor of the delivery).
 //!
-//! Prints `messages=<n> seconds=<s>` on standard output.
+//! Prints `messages=<n> seconds=<s>` on standard output. Every wait on the broker is bounded by
+//! [`BROKER_WAIT`]: a run of 2026-12-04 sat 5 minutes in `fill` after the queue held every
+//! message, waiting for confirms that never came.
 
-use std::time::Instant;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use lapin::options::{
@@ -20,6 +23,16 @@ use lapin::options::{
 };
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
+
+/// The longest wait for the broker's next answer (a confirm window, a delivery) before giving up.
+const BROKER_WAIT: Duration = Duration::from_secs(60);
+
+/// `step`, failing with what was awaited when the broker does not answer within [`BROKER_WAIT`].
+async fn bounded<T>(what: &str, step: impl Future<Output = T>) -> anyhow::Result<T> {
+    tokio::time::timeout(BROKER_WAIT, step)
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer from the broker for {BROKER_WAIT:?} while {what}"))
+}
 
 fn body(i: u64) -> Vec<u8> {
     format!(r#"{{"id":"m-{i}","n":{i},"pad":"{}"}}"#, "x".repeat(150)).into_bytes()
@@ -40,8 +53,11 @@ async fn main() -> anyhow::Result<()> {
                 .confirm_select(ConfirmSelectOptions::default())
                 .await?;
             let queue = args[1].as_str();
+            // Each publish's own confirm, awaited in windows of 1000 so the broker's memory
+            // stays bounded.
+            let mut window = Vec::with_capacity(1000);
             for i in 0..count {
-                channel
+                let confirm = channel
                     .basic_publish(
                         "".into(),
                         queue.into(),
@@ -50,12 +66,18 @@ async fn main() -> anyhow::Result<()> {
                         BasicProperties::default().with_delivery_mode(2),
                     )
                     .await?;
-                // Wait in windows of 1000 so the broker's memory stays bounded.
-                if i % 1000 == 999 {
-                    channel.wait_for_confirms().await?;
+                window.push(confirm);
+                if window.len() == 1000 || i + 1 == count {
+                    let what = format!("waiting for the confirms of messages up to {i}");
+                    let confirms =
+                        bounded(&what, futures_util::future::try_join_all(window.drain(..)))
+                            .await??;
+                    anyhow::ensure!(
+                        confirms.iter().all(|c| c.is_ack()),
+                        "the broker refused a message up to {i}"
+                    );
                 }
             }
-            channel.wait_for_confirms().await?;
         }
         Some("consume") => {
             let channel = connection.create_channel().await?;
@@ -73,7 +95,8 @@ async fn main() -> anyhow::Result<()> {
                 .await?;
             let mut seen = 0;
             while seen < count {
-                let Some(delivery) = consumer.next().await else {
+                let what = format!("waiting for message {} of {count}", seen + 1);
+                let Some(delivery) = bounded(&what, consumer.next()).await? else {
                     anyhow::bail!("the consumer ended after {seen} messages");
                 };
                 let delivery = delivery?;
@@ -96,7 +119,7 @@ async fn main() -> anyhow::Result<()> {
                 tasks.push(tokio::spawn(async move {
                     let mut i = c;
                     while i < count {
-                        let confirm = channel
+                        let publish = channel
                             .basic_publish(
                                 exchange.as_str().into(),
                                 "bench.order.created".into(),
@@ -109,8 +132,9 @@ async fn main() -> anyhow::Result<()> {
                                     .with_delivery_mode(2)
                                     .with_content_type("application/json".into()),
                             )
-                            .await?
                             .await?;
+                        let what = format!("waiting for the confirm of message {i}");
+                        let confirm = bounded(&what, publish).await??;
                         anyhow::ensure!(confirm.is_ack(), "message {i} was not confirmed");
                         i += channels;
                     }
