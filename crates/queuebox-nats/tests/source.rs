@@ -335,6 +335,67 @@ async fn inb_71_an_existing_consumer_with_other_settings_is_used_as_it_is() {
     assert_eq!(consumer_info(&stream, "existing")["ack_wait"], 7.0);
 }
 
+/// INB-72 with an existing consumer whose `max_ack_pending` (20) is below the fetch loop's
+/// window (512): JetStream stops handing out messages at 20 unacknowledged, and the fetches
+/// only slow down. Nothing stalls, nothing is redelivered, and the order holds (docs/nats.md,
+/// "What is acknowledged, and when").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inb_72_a_max_ack_pending_below_the_window_only_slows_the_fetches() {
+    let stream = TestStream::create(&shared_url(), "inb72map");
+    let client = async_nats::connect(shared_url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    js.get_stream(&stream.name)
+        .await
+        .unwrap()
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            durable_name: Some("narrow".into()),
+            ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
+            ack_wait: Duration::from_secs(60),
+            max_ack_pending: 20,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let sent = bodies(300, "narrow");
+    publish_bodies(&stream, "a", &sent);
+    let (intake, gate) = ScriptedIntake::held();
+    let running = start(
+        nats_source(&source_yaml(
+            &shared_url(),
+            &stream,
+            "narrow",
+            "    batchSize: 10\n",
+        )),
+        intake.clone(),
+    )
+    .await;
+    eventually(
+        Duration::from_secs(20),
+        "20 messages fetched with no outcome known",
+        || intake.count() >= 20,
+    )
+    .await;
+    // The set-up this test is about: two fetch waits (1 s each) later, the server still holds
+    // back every message beyond the 20 that wait for their acknowledgement.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let ahead = intake.count();
+    assert_eq!(
+        ahead, 20,
+        "the consumer was to let out 20 unacknowledged messages, and {ahead} came"
+    );
+    gate.add_permits(sent.len());
+    eventually(Duration::from_secs(30), "every message submitted", || {
+        intake.count() == sent.len()
+    })
+    .await;
+    running.stop().await;
+    assert_eq!(intake.bodies(), sent, "fetch order");
+    let info = consumer_info(&stream, "narrow");
+    assert_eq!(info["num_ack_pending"], 0, "{info}");
+    assert_eq!(info["num_pending"], 0, "{info}");
+    assert_eq!(info["num_redelivered"], 0, "{info}");
+}
+
 /// Two replicas that share one durable share the work: every message is submitted once in
 /// all, and each replica gets a part of them (issue 10; INB §2.4 `durable`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
