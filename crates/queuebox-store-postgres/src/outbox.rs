@@ -16,6 +16,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
+use crate::replan::Planning;
 use crate::store::PgStore;
 
 /// Outcome codes of `finish.sql`, which maps them to state literals (SCH-9).
@@ -116,27 +117,26 @@ impl PgStore {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        let client = self.client(during).await?;
-        let fail = self.pg_fail(during);
-        let statement = client.prepare_cached(sql).await.map_err(&fail)?;
-        client.query(&statement, params).await.map_err(&fail)
+        self.query(Planning::Cached, during, sql, params).await
     }
 
-    /// `rows`, for a statement that keeps a generic plan: its prepared copy on the connection is
-    /// made again every few seconds, so the plan follows the table's size (`replan.rs`).
-    pub(crate) async fn rows_replanned(
+    /// `rows`, with the statement prepared as `planning` says: `Replanned` for one that keeps a
+    /// generic plan, whose prepared copy on the connection is made again every few seconds so the
+    /// plan follows the table's size (`replan.rs`).
+    async fn query(
         &self,
+        planning: Planning,
         during: &'static str,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
         let client = self.client(during).await?;
         let fail = self.pg_fail(during);
-        let statement = self
-            .replanner
-            .prepare(&client, during, sql)
-            .await
-            .map_err(&fail)?;
+        let statement = match planning {
+            Planning::Cached => client.prepare_cached(sql).await,
+            Planning::Replanned => self.replanner.prepare(&client, during, sql).await,
+        }
+        .map_err(&fail)?;
         client.query(&statement, params).await.map_err(&fail)
     }
 
@@ -148,17 +148,6 @@ impl PgStore {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Claim>, StoreError> {
         let rows = self.rows(during, sql, params).await?;
-        self.claims_of(during, &rows)
-    }
-
-    /// The (id, token) answer of a fenced write whose statement keeps a generic plan.
-    pub(crate) async fn fenced_replanned(
-        &self,
-        during: &'static str,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Vec<Claim>, StoreError> {
-        let rows = self.rows_replanned(during, sql, params).await?;
         self.claims_of(during, &rows)
     }
 
@@ -255,20 +244,25 @@ impl OutboxStore for PgStore {
         if writes.is_empty() {
             return Ok(Vec::new());
         }
+        const DURING: &str = "marking outbox rows";
         let a = FinishArrays::new(writes);
-        self.fenced_replanned(
-            "marking outbox rows",
-            &self.outbox_sql.finish,
-            &[
-                &a.ids,
-                &a.tokens,
-                &a.outcomes,
-                &a.attempts,
-                &a.delays,
-                &a.errors,
-            ],
-        )
-        .await
+        // Once per batch of deliveries: it keeps a generic plan (finish.sql, replan.rs).
+        let rows = self
+            .query(
+                Planning::Replanned,
+                DURING,
+                &self.outbox_sql.finish,
+                &[
+                    &a.ids,
+                    &a.tokens,
+                    &a.outcomes,
+                    &a.attempts,
+                    &a.delays,
+                    &a.errors,
+                ],
+            )
+            .await?;
+        self.claims_of(DURING, &rows)
     }
 
     async fn release(&self, claims: &[Claim]) -> Result<Vec<Claim>, StoreError> {

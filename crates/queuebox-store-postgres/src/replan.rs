@@ -22,6 +22,15 @@ use tokio_postgres::Statement;
 /// plan made on a small table from outliving the table's growth by more than that.
 pub(crate) const REPLAN_AFTER: Duration = Duration::from_secs(5);
 
+/// How a statement is prepared on its connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Planning {
+    /// Prepared once per connection and kept (PostgreSQL plans each call or keeps a plan).
+    Cached,
+    /// Kept, and prepared again once this connection's copy is older than [`REPLAN_AFTER`].
+    Replanned,
+}
+
 /// When each connection last prepared each replanned statement.
 ///
 /// A connection is known by its statement cache, which lives exactly as long as it does; the weak
