@@ -78,6 +78,21 @@ fn consumer_info(stream: &TestStream, durable: &str) -> serde_json::Value {
     py(&stream.url, &["consumer-info", &stream.name, durable]).remove(0)
 }
 
+/// Creates a durable pull consumer on `stream` before QueueBox starts (one that exists already).
+async fn create_consumer(
+    stream: &TestStream,
+    config: async_nats::jetstream::consumer::pull::Config,
+) {
+    let client = async_nats::connect(shared_url()).await.unwrap();
+    async_nats::jetstream::new(client)
+        .get_stream(&stream.name)
+        .await
+        .unwrap()
+        .create_consumer(config)
+        .await
+        .unwrap();
+}
+
 fn bodies(n: usize, label: &str) -> Vec<String> {
     (0..n)
         .map(|i| format!(r#"{{"id":"{label}-{i}"}}"#))
@@ -302,19 +317,16 @@ async fn inb_71_the_durable_is_created_with_explicit_ack_ack_wait_and_the_filter
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inb_71_an_existing_consumer_with_other_settings_is_used_as_it_is() {
     let stream = TestStream::create(&shared_url(), "inb71e");
-    let client = async_nats::connect(shared_url()).await.unwrap();
-    let js = async_nats::jetstream::new(client);
-    js.get_stream(&stream.name)
-        .await
-        .unwrap()
-        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+    create_consumer(
+        &stream,
+        async_nats::jetstream::consumer::pull::Config {
             durable_name: Some("existing".into()),
             ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
             ack_wait: Duration::from_secs(7),
             ..Default::default()
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await;
     let intake = ScriptedIntake::storing();
     let running = start(
         nats_source(&source_yaml(
@@ -342,20 +354,17 @@ async fn inb_71_an_existing_consumer_with_other_settings_is_used_as_it_is() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inb_72_a_max_ack_pending_below_the_window_only_slows_the_fetches() {
     let stream = TestStream::create(&shared_url(), "inb72map");
-    let client = async_nats::connect(shared_url()).await.unwrap();
-    let js = async_nats::jetstream::new(client);
-    js.get_stream(&stream.name)
-        .await
-        .unwrap()
-        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+    create_consumer(
+        &stream,
+        async_nats::jetstream::consumer::pull::Config {
             durable_name: Some("narrow".into()),
             ack_policy: async_nats::jetstream::consumer::AckPolicy::Explicit,
             ack_wait: Duration::from_secs(60),
             max_ack_pending: 20,
             ..Default::default()
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await;
     let sent = bodies(300, "narrow");
     publish_bodies(&stream, "a", &sent);
     let (intake, gate) = ScriptedIntake::held();
