@@ -176,6 +176,9 @@ stop_qb
 l5="$(load)"
 intake_s="$(elapsed "$t0" "$t1")"
 intake_rows="$(count_in qb_bench_intake 'SELECT count(*) FROM inbox')"
+# Each insert transaction gives its rows one created_at (now()): how many the writer made.
+intake_inserts="$(count_in qb_bench_intake 'SELECT count(DISTINCT created_at) FROM inbox')"
+say "intake: QueueBox stored $intake_rows rows in $intake_inserts insert transactions"
 intake_left="$(natspy consumer-info "$in_stream" queuebox | sed -nE 's/.*"num_ack_pending": ([0-9]+).*"num_pending": ([0-9]+).*/\1 unacknowledged, \2 not delivered/p')"
 intake_warn="$(warnings "$work/intake.log")"
 psql_q "DROP SCHEMA qb_bench_intake CASCADE" >/dev/null
@@ -283,7 +286,7 @@ Command: \`bench/nats.sh\` (the phases are listed at the top of the script).
 | **QueueBox** | **$r_intake** | ${intake_s} s | $l4 → $l5 |
 | **ratio to the pgbench floor / to the raw consumer floor** | **$(ratio "$r_intake" "$pgbench_tps") / $(ratio "$r_intake" "$r_consume")** | | |
 
-QueueBox: rows stored $intake_rows; the consumer afterwards: $intake_left; idle RSS $(mb "$intake_idle_kb") MB, peak RSS $(mb "$intake_peak_kb") MB; CPU time $intake_cpu s; warnings and errors logged $intake_warn.
+QueueBox: rows stored $intake_rows in $intake_inserts insert transactions; the consumer afterwards: $intake_left; idle RSS $(mb "$intake_idle_kb") MB, peak RSS $(mb "$intake_peak_kb") MB; CPU time $intake_cpu s; warnings and errors logged $intake_warn.
 
 ### Delivery: $messages outbox rows published
 

@@ -133,6 +133,18 @@ pub trait Intake: Send + Sync {
     /// holds its place in the order of storing (waiting while the queue is full): messages
     /// enqueued one after another by one caller are stored in that order.
     async fn enqueue(&self, message: ReceivedMessage) -> PendingOutcome;
+
+    /// Enqueues the messages in their order, as one group: the writer stores the group's rows
+    /// in one insert unless the group is larger than its batch (INB-65: a Kafka poll's records
+    /// of one partition in one insert, instead of split wherever the writer happened to wake).
+    /// This default enqueues them one by one, which keeps the order but not the group.
+    async fn enqueue_all(&self, messages: Vec<ReceivedMessage>) -> Vec<PendingOutcome> {
+        let mut pending = Vec::with_capacity(messages.len());
+        for message in messages {
+            pending.push(self.enqueue(message).await);
+        }
+        pending
+    }
 }
 
 impl dyn Intake + '_ {
@@ -146,6 +158,27 @@ impl dyn Intake + '_ {
             pending: self.enqueue(message).await,
             ack: Some(ack),
         }
+    }
+}
+
+impl dyn Intake + '_ {
+    /// [`submit`](#method.submit) for a group of messages taken together (a poll's records):
+    /// the receipts come back in the messages' order, and the rows to store reach the writer
+    /// as one group ([`Intake::enqueue_all`]).
+    pub async fn submit_all<A>(&self, messages: Vec<(ReceivedMessage, A)>) -> Vec<Receipt<A>> {
+        let (messages, acks): (Vec<ReceivedMessage>, Vec<A>) = messages.into_iter().unzip();
+        let mut pending = self.enqueue_all(messages).await.into_iter();
+        acks.into_iter()
+            .map(|ack| Receipt {
+                // An intake that answered for fewer messages than it was given is a defect; a
+                // message it gave no outcome for counts as not stored, so it is never
+                // acknowledged (and no later offset is committed past it).
+                pending: pending
+                    .next()
+                    .unwrap_or_else(|| PendingOutcome::ready(IntakeOutcome::ShuttingDown)),
+                ack: Some(ack),
+            })
+            .collect()
     }
 }
 

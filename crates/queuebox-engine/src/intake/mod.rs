@@ -91,4 +91,45 @@ impl Intake for InboxIntake {
             },
         }
     }
+
+    /// Admits every message in order, then queues the rows to store as one group of the
+    /// writer, so they are stored together (the outcomes settled before storing stay in their
+    /// places).
+    async fn enqueue_all(&self, messages: Vec<ReceivedMessage>) -> Vec<PendingOutcome> {
+        let mut settled: Vec<Option<PendingOutcome>> = Vec::with_capacity(messages.len());
+        let mut rows = Vec::new();
+        for message in messages {
+            let Some(pipeline) = self.pipelines.get(&message.source) else {
+                settled.push(Some(self.enqueue(message).await));
+                continue;
+            };
+            let source = message.source.clone();
+            match pipeline.admit(message).await {
+                Admission::Settle(outcome) => {
+                    self.count(&source, &outcome);
+                    settled.push(Some(PendingOutcome::ready(outcome)));
+                }
+                Admission::Store(row) => {
+                    rows.push(row);
+                    // Its place, filled with the writer's answer below.
+                    settled.push(None);
+                }
+            }
+        }
+        let mut answers = match self.writer.queue_all(rows).await {
+            Ok(answers) => answers.into_iter().map(PendingOutcome::waiting).collect(),
+            Err(writer::Stopped) => Vec::new(),
+        }
+        .into_iter();
+        settled
+            .into_iter()
+            .map(|place| {
+                place.unwrap_or_else(|| {
+                    answers
+                        .next()
+                        .unwrap_or_else(|| PendingOutcome::ready(IntakeOutcome::ShuttingDown))
+                })
+            })
+            .collect()
+    }
 }

@@ -197,6 +197,73 @@ async fn inb_65_messages_submitted_in_order_are_stored_in_order_each_with_its_ow
 }
 
 #[tokio::test]
+async fn inb_65_a_group_submitted_together_keeps_each_message_in_its_place_with_its_own_outcome() {
+    let r = start();
+    let group = [
+        (message("queue", &[], r#"{"id":"a"}"#), 0),
+        (message("queue", &[("x-test", "1")], r#"{"id":"f"}"#), 1),
+        (message("queue", &[], "not json"), 2),
+        (message("nobody", &[], r#"{"id":"n"}"#), 3),
+        (message("queue", &[], r#"{"id":"b"}"#), 4),
+        (message("queue", &[], r#"{"id":"a"}"#), 5),
+    ];
+    let receipts = r.intake.submit_all(group.into_iter().collect()).await;
+    assert_eq!(receipts.len(), 6);
+    let mut outcomes = Vec::new();
+    for receipt in receipts {
+        let settled = receipt.await;
+        outcomes.push((settled.ack, settled.outcome));
+    }
+    let acks: Vec<i32> = outcomes.iter().map(|(ack, _)| *ack).collect();
+    assert_eq!(
+        acks,
+        vec![0, 1, 2, 3, 4, 5],
+        "receipts in the messages' order"
+    );
+    assert!(matches!(
+        outcomes[0].1,
+        IntakeOutcome::New {
+            state: StoredState::Pending,
+            ..
+        }
+    ));
+    assert!(matches!(outcomes[1].1, IntakeOutcome::Filtered { .. }));
+    assert!(matches!(
+        outcomes[2].1,
+        IntakeOutcome::New {
+            state: StoredState::Dead,
+            ..
+        }
+    ));
+    assert!(
+        matches!(outcomes[3].1, IntakeOutcome::StorageFailed { .. }),
+        "a message of an unknown source is not stored, and not acknowledged"
+    );
+    assert!(matches!(
+        outcomes[4].1,
+        IntakeOutcome::New {
+            state: StoredState::Pending,
+            ..
+        }
+    ));
+    assert_eq!(outcomes[5].1, IntakeOutcome::Duplicate);
+    let stored: Vec<String> = r
+        .store
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|row| row.idempotency_key.clone())
+        .collect();
+    assert_eq!(stored.len(), 3);
+    assert_eq!(stored[0], "a");
+    assert!(stored[1].starts_with("sha256:"));
+    assert_eq!(stored[2], "b");
+    assert_eq!(r.metrics.inbox_filtered("queue").get(), 1);
+    r.cancel.cancel();
+}
+
+#[tokio::test]
 async fn inb_30_and_inb_10_filtered_and_refused_messages_settle_at_once_and_are_counted() {
     let r = start();
     let filtered = r

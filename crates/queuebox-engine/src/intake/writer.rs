@@ -24,7 +24,8 @@ use crate::repeat::RepeatLog;
 pub struct WriterSettings {
     /// The most rows one `insert_batch` stores (for example 256).
     pub max_batch: usize,
-    /// Rows that may wait for the writer; a caller beyond this waits for room (backpressure).
+    /// Places in the queue (a row, or a group of rows queued together); a caller beyond this
+    /// waits for room (backpressure).
     pub queue: usize,
 }
 
@@ -43,10 +44,26 @@ struct Request {
     answer: oneshot::Sender<IntakeOutcome>,
 }
 
+/// What a caller puts in the queue: one row, or a group that is taken out of the queue as a
+/// whole, so the writer never starts an insert with only the head of a group.
+enum Queued {
+    One(Request),
+    Group(Vec<Request>),
+}
+
+impl Queued {
+    fn into_requests(self, into: &mut Vec<Request>) {
+        match self {
+            Self::One(request) => into.push(request),
+            Self::Group(requests) => into.extend(requests),
+        }
+    }
+}
+
 /// The callers' side: cheap to clone.
 #[derive(Clone)]
 pub struct WriterHandle {
-    queue: mpsc::Sender<Request>,
+    queue: mpsc::Sender<Queued>,
 }
 
 impl WriterHandle {
@@ -61,10 +78,35 @@ impl WriterHandle {
     ) -> Result<oneshot::Receiver<IntakeOutcome>, Stopped> {
         let (answer, wait) = oneshot::channel();
         self.queue
-            .send(Request { row, answer })
+            .send(Queued::One(Request { row, answer }))
             .await
             .map_err(|_| Stopped)?;
         Ok(wait)
+    }
+
+    /// Queues the rows as one group, in their order, and returns the receivers of their
+    /// outcomes in that order. The writer takes the whole group at once, so a group of at most
+    /// `max_batch` rows is stored in one `insert_batch` (with whatever was queued before it);
+    /// a larger group is stored in consecutive batches. A group takes one place of the queue.
+    pub async fn queue_all(
+        &self,
+        rows: Vec<NewInboxRow>,
+    ) -> Result<Vec<oneshot::Receiver<IntakeOutcome>>, Stopped> {
+        let (requests, waits): (Vec<Request>, Vec<_>) = rows
+            .into_iter()
+            .map(|row| {
+                let (answer, wait) = oneshot::channel();
+                (Request { row, answer }, wait)
+            })
+            .unzip();
+        if requests.is_empty() {
+            return Ok(waits);
+        }
+        self.queue
+            .send(Queued::Group(requests))
+            .await
+            .map_err(|_| Stopped)?;
+        Ok(waits)
     }
 
     /// Stores one row and returns its outcome after the commit (or the failure).
@@ -116,8 +158,8 @@ pub struct IntakeWriter {
     settings: WriterSettings,
     metrics: Metrics,
     relay_wake: Arc<Notify>,
-    queue: mpsc::Sender<Request>,
-    requests: mpsc::Receiver<Request>,
+    queue: mpsc::Sender<Queued>,
+    requests: mpsc::Receiver<Queued>,
     store_wait: StoreWait,
 }
 
@@ -189,26 +231,25 @@ impl IntakeWriter {
             failures: RepeatLog::default(),
             store_wait,
         };
-        let mut batch = Vec::with_capacity(settings.max_batch);
+        let mut queued = Vec::with_capacity(settings.max_batch);
         loop {
             let received = tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
-                n = requests.recv_many(&mut batch, settings.max_batch) => n,
+                n = requests.recv_many(&mut queued, settings.max_batch) => n,
             };
             if received == 0 {
                 // Every handle is gone: nobody can send again.
                 return Ok(());
             }
-            writer.write(std::mem::take(&mut batch)).await;
+            writer.write_all(&mut queued, settings.max_batch).await;
         }
         // Callers waiting for room get `ShuttingDown` at once; queued rows are still stored, so
         // an HTTP request already inside its handler completes normally (OPS-28).
         requests.close();
         let mut flushed = 0;
-        while requests.recv_many(&mut batch, settings.max_batch).await > 0 {
-            flushed += batch.len();
-            writer.write(std::mem::take(&mut batch)).await;
+        while requests.recv_many(&mut queued, settings.max_batch).await > 0 {
+            flushed += writer.write_all(&mut queued, settings.max_batch).await;
         }
         if flushed > 0 {
             tracing::info!(
@@ -230,6 +271,22 @@ struct Writer {
 }
 
 impl Writer {
+    /// Stores what was taken from the queue, in its order, in batches of at most `max_batch`
+    /// rows; returns how many rows that was.
+    async fn write_all(&mut self, queued: &mut Vec<Queued>, max_batch: usize) -> usize {
+        let mut requests = Vec::new();
+        for item in queued.drain(..) {
+            item.into_requests(&mut requests);
+        }
+        let count = requests.len();
+        let mut requests = requests.into_iter().peekable();
+        while requests.peek().is_some() {
+            self.write(requests.by_ref().take(max_batch).collect())
+                .await;
+        }
+        count
+    }
+
     async fn write(&mut self, batch: Vec<Request>) {
         let (rows, answers): (Vec<NewInboxRow>, Vec<_>) =
             batch.into_iter().map(|r| (r.row, r.answer)).unzip();

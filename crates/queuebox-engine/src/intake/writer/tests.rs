@@ -173,6 +173,57 @@ async fn batching_never_exceeds_max_batch() {
     s.task.await.unwrap().unwrap();
 }
 
+/// INB-65: a poll's records, queued as one group, are one insert, even when the queue has
+/// room for fewer rows than the group holds (here one place): queued row by row, the second row
+/// would wait for room, the writer would take the first alone, and one poll would cost two
+/// commits (as measured on the Kafka source before groups).
+#[tokio::test]
+async fn inb_65_a_group_is_stored_in_one_batch_and_takes_one_place_of_the_queue() {
+    let store = Arc::new(Memory::default());
+    let settings = WriterSettings {
+        max_batch: 256,
+        queue: 1,
+    };
+    let s = start(Arc::clone(&store), settings);
+    for round in 0..5 {
+        let rows = (0..100).map(|i| row(&format!("r{round}-{i}"), Consumption::Pull));
+        let answers = s.handle.queue_all(rows.collect()).await.unwrap();
+        for answer in answers {
+            assert!(matches!(answer.await.unwrap(), IntakeOutcome::New { .. }));
+        }
+    }
+    let batches = store.batches.lock().unwrap().clone();
+    assert_eq!(batches, vec![100; 5], "one insert per group");
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_group_larger_than_max_batch_is_stored_in_consecutive_batches_in_its_order() {
+    let store = Arc::new(Memory::default());
+    let settings = WriterSettings {
+        max_batch: 4,
+        queue: 8,
+    };
+    let s = start(Arc::clone(&store), settings);
+    let keys: Vec<String> = (0..10).map(|i| format!("g{i}")).collect();
+    let answers = s
+        .handle
+        .queue_all(keys.iter().map(|k| row(k, Consumption::Pull)).collect())
+        .await
+        .unwrap();
+    assert_eq!(answers.len(), 10);
+    for answer in answers {
+        assert!(matches!(answer.await.unwrap(), IntakeOutcome::New { .. }));
+    }
+    assert_eq!(*store.batches.lock().unwrap(), vec![4, 4, 2]);
+    let empty = s.handle.queue_all(Vec::new()).await.unwrap();
+    assert!(empty.is_empty(), "an empty group queues nothing");
+    assert_eq!(store.batches.lock().unwrap().len(), 3);
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
+}
+
 #[tokio::test]
 async fn inb_50_a_repeat_in_the_same_batch_or_later_is_a_duplicate_and_counted() {
     let store = Arc::new(Memory::default());
