@@ -8,6 +8,9 @@
 #        most maxPollRecords (100) per poll, committing synchronously after each poll
 #     2. pgbench floor: single-row INSERT ... ON CONFLICT DO NOTHING, 8 clients, 15 s
 #     3. QueueBox: a push kafka source (relay off) drains N records already in the topic
+#     3a. database floors in QueueBox's inbox table, no client (bench/ceiling.sh): one
+#        INSERT ... SELECT of N rows (the table's ceiling), and one pgbench client inserting
+#        maxPollRecords rows a transaction for 15 s (one partition's sequence of polls)
 #   delivery
 #     4. raw producer floor: confluent-kafka, idempotent, acks=all, linger 1 ms, at most
 #        outbox.concurrency (8) records waiting for their acknowledgement
@@ -69,6 +72,7 @@ qb="$work/queuebox" sqlfloor="$work/qb-sql-floor"
 
 source bench/facts.sh
 source bench/wait.sh
+source bench/ceiling.sh
 load_start="$(load)"
 run_id="$$"
 t_floor="qbt-bench-floor-$run_id" t_in="qbt-bench-in-$run_id" t_pub="qbt-bench-pub-$run_id" t_out="qbt-bench-out-$run_id"
@@ -173,9 +177,13 @@ say "intake: the first insert began $(elapsed "$t0" "$first_row") s after the st
 inserts="$(count_in qb_bench_kintake 'SELECT count(DISTINCT created_at) FROM inbox')"
 intake_rows="$(count_in qb_bench_kintake 'SELECT count(*) FROM inbox')"
 intake_warn="$(warnings "$work/intake.log")"
+say "intake 3a: database floors in the inbox table"
+count_in qb_bench_kintake 'TRUNCATE inbox' >/dev/null
+ceiling_s="$(inbox_ceiling "$pg_url" qb_bench_kintake "$messages")"
+sequential_tps="$(inbox_sequential_tps "$pg_url" qb_bench_kintake "$poll" 15 "$pgbench")"
 psql_q "DROP SCHEMA qb_bench_kintake CASCADE" >/dev/null
 kc delete-topic "$t_in" >/dev/null
-say "intake: consumer floor $(rate "$messages" "$consume_s")/s ($l0 -> $l1), pgbench $pgbench_tps/s ($l2 -> $l3), QueueBox $(rate "$messages" "$intake_s")/s in $intake_s s from the first row ($(rate "$messages" "$start_s")/s in $start_s s from the start) in $inserts inserts ($l4 -> $l5), CPU $intake_cpu s"
+say "intake: consumer floor $(rate "$messages" "$consume_s")/s ($l0 -> $l1), pgbench $pgbench_tps/s ($l2 -> $l3), QueueBox $(rate "$messages" "$intake_s")/s in $intake_s s from the first row ($(rate "$messages" "$start_s")/s in $start_s s from the start) in $inserts inserts ($l4 -> $l5), CPU $intake_cpu s; the table's ceiling $(rate "$messages" "$ceiling_s")/s, one client's $poll-row transactions $(awk -v t="$sequential_tps" -v p="$poll" 'BEGIN { printf "%d", t * p }')/s"
 fi
 
 # --- delivery -----------------------------------------------------------------------------------
@@ -253,6 +261,8 @@ load_end="$(load)"
 r_consume="$(rate "$messages" "$consume_s")"
 r_intake="$(rate "$messages" "$intake_s")"
 r_start="$(rate "$messages" "$start_s")"
+r_ceiling="$(rate "$messages" "$ceiling_s")"
+r_sequential="$(awk -v t="$sequential_tps" -v p="$poll" 'BEGIN { printf "%d", t * p }')"
 r_publish="$(rate "$messages" "$publish_s")"
 r_sql="$(rate "$messages" "$sql_s")"
 r_delivery="$(rate "$messages" "$delivery_s")"
@@ -285,6 +295,9 @@ Command: \`bench/kafka.sh\` (the phases are listed at the top of the script).
 | **QueueBox** (from the first records taken) | **$r_intake** | ${intake_s} s | $l4 → $l5 |
 | QueueBox from the start of the process (start-up and group join inside) | $r_start | ${start_s} s | |
 | **ratio to the pgbench floor / to the raw consumer floor** | **$(ratio "$r_intake" "$pgbench_tps") / $(ratio "$r_intake" "$r_consume")** | | |
+| the inbox table's ceiling (one \`INSERT … SELECT\` of $messages server-made rows, no client) | $r_ceiling | ${ceiling_s} s | |
+| one partition's sequence (one pgbench client, $poll server-made rows a transaction, 15 s) | $r_sequential | 15 s | |
+| ratio to the table's ceiling / to one partition's sequence | $(ratio "$r_intake" "$r_ceiling") / $(ratio "$r_intake" "$r_sequential") | | |
 
 QueueBox: rows stored $intake_rows in $inserts insert transactions; idle RSS $(mb "$intake_idle_kb") MB, peak RSS $(mb "$intake_peak_kb") MB; CPU time $intake_cpu s; warnings and errors logged $intake_warn.
 

@@ -8,6 +8,7 @@
 #        fetches of the same batch size) drains N messages
 #     2. pgbench floor: single-row INSERT ... ON CONFLICT DO NOTHING, as many clients as the batch
 #     3. QueueBox: a push nats source (relay off) drains N messages already in the stream
+#     3a. the inbox table's ceiling, no client (bench/ceiling.sh): one INSERT ... SELECT of N rows
 #   delivery
 #     4. raw publisher floor: qb-nats-floor publishes N messages through JetStream,
 #        outbox.concurrency publishes in flight, each waiting for its stream acknowledgement
@@ -76,6 +77,7 @@ export QUEUEBOX_BENCH_NATS_URL="$nats_url"
 
 source bench/facts.sh
 source bench/wait.sh
+source bench/ceiling.sh
 load_start="$(load)"
 run_id="$$"
 in_stream="QB_BENCH_IN_$run_id" out_stream="QB_BENCH_OUT_$run_id"
@@ -181,6 +183,10 @@ intake_inserts="$(count_in qb_bench_intake 'SELECT count(DISTINCT created_at) FR
 say "intake: QueueBox stored $intake_rows rows in $intake_inserts insert transactions"
 intake_left="$(natspy consumer-info "$in_stream" queuebox | sed -nE 's/.*"num_ack_pending": ([0-9]+).*"num_pending": ([0-9]+).*/\1 unacknowledged, \2 not delivered/p')"
 intake_warn="$(warnings "$work/intake.log")"
+say "intake 3a: the inbox table's ceiling"
+count_in qb_bench_intake 'TRUNCATE inbox' >/dev/null
+ceiling_s="$(inbox_ceiling "$pg_url" qb_bench_intake "$messages")"
+say "intake: the inbox table's ceiling $(rate "$messages" "$ceiling_s")/s"
 psql_q "DROP SCHEMA qb_bench_intake CASCADE" >/dev/null
 natspy delete-stream "$in_stream" >/dev/null
 
@@ -255,6 +261,7 @@ load_end="$(load)"
 # --- the page section ---------------------------------------------------------------------------
 r_consume="$(rate "$messages" "$consume_s")"
 r_intake="$(rate "$messages" "$intake_s")"
+r_ceiling="$(rate "$messages" "$ceiling_s")"
 r_publish="$(rate "$messages" "$publish_s")"
 r_sql="$(rate "$messages" "$sql_s")"
 r_delivery="$(rate "$messages" "$delivery_s")"
@@ -285,6 +292,8 @@ Command: \`bench/nats.sh\` (the phases are listed at the top of the script).
 | pgbench floor (single-row \`INSERT … ON CONFLICT DO NOTHING\`, $batch clients, 15 s) | ${pgbench_tps} | 15 s | $l2 → $l3 |
 | **QueueBox** | **$r_intake** | ${intake_s} s | $l4 → $l5 |
 | **ratio to the pgbench floor / to the raw consumer floor** | **$(ratio "$r_intake" "$pgbench_tps") / $(ratio "$r_intake" "$r_consume")** | | |
+| the inbox table's ceiling (one \`INSERT … SELECT\` of $messages server-made rows, no client) | $r_ceiling | ${ceiling_s} s | |
+| ratio to the table's ceiling | $(ratio "$r_intake" "$r_ceiling") | | |
 
 QueueBox: rows stored $intake_rows in $intake_inserts insert transactions; the consumer afterwards: $intake_left; idle RSS $(mb "$intake_idle_kb") MB, peak RSS $(mb "$intake_peak_kb") MB; CPU time $intake_cpu s; warnings and errors logged $intake_warn.
 

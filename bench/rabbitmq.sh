@@ -7,6 +7,7 @@
 #     1. raw consumer floor: qb-amqp-floor (lapin, manual ack, the same prefetch) drains N messages
 #     2. pgbench floor: single-row INSERT ... ON CONFLICT DO NOTHING, as many clients as the prefetch
 #     3. QueueBox: a push rabbitmq source (relay off) drains N messages already in the queue
+#     3a. the inbox table's ceiling, no client (bench/ceiling.sh): one INSERT ... SELECT of N rows
 #   delivery
 #     4. raw publisher floor: qb-amqp-floor publishes N messages, one in flight per channel on
 #        outbox.concurrency confirm-mode channels (QueueBox's acknowledgement mode)
@@ -74,6 +75,7 @@ export QUEUEBOX_BENCH_AMQP_URL="$amqp_url"
 
 source bench/facts.sh
 source bench/wait.sh
+source bench/ceiling.sh
 load_start="$(load)"
 run_id="$$"
 queue="qb_bench_in_$run_id" exchange="qb_bench_out_$run_id" seen="qb_bench_seen_$run_id"
@@ -171,6 +173,10 @@ intake_inserts="$(count_in qb_bench_intake 'SELECT count(DISTINCT created_at) FR
 say "intake: QueueBox stored $intake_rows rows in $intake_inserts insert transactions"
 intake_left="$(pika count "$queue" | sed -nE 's/.*"messages": ([0-9]+).*/\1/p')"
 intake_warn="$(warnings "$work/intake.log")"
+say "intake 3a: the inbox table's ceiling"
+count_in qb_bench_intake 'TRUNCATE inbox' >/dev/null
+ceiling_s="$(inbox_ceiling "$pg_url" qb_bench_intake "$messages")"
+say "intake: the inbox table's ceiling $(rate "$messages" "$ceiling_s")/s"
 psql_q "DROP SCHEMA qb_bench_intake CASCADE" >/dev/null
 printf '{"queues":["%s"]}' "$queue" | pika delete
 
@@ -246,6 +252,7 @@ load_end="$(load)"
 # --- the page section ---------------------------------------------------------------------------
 r_consume="$(rate "$messages" "$consume_s")"
 r_intake="$(rate "$messages" "$intake_s")"
+r_ceiling="$(rate "$messages" "$ceiling_s")"
 r_publish="$(rate "$messages" "$publish_s")"
 r_sql="$(rate "$messages" "$sql_s")"
 r_delivery="$(rate "$messages" "$delivery_s")"
@@ -276,6 +283,8 @@ Command: \`bench/rabbitmq.sh\` (the phases are listed at the top of the script).
 | pgbench floor (single-row \`INSERT … ON CONFLICT DO NOTHING\`, $prefetch clients, 15 s) | ${pgbench_tps} | 15 s | $l2 → $l3 |
 | **QueueBox** | **$r_intake** | ${intake_s} s | $l4 → $l5 |
 | **ratio to the pgbench floor / to the raw consumer floor** | **$(ratio "$r_intake" "$pgbench_tps") / $(ratio "$r_intake" "$r_consume")** | | |
+| the inbox table's ceiling (one \`INSERT … SELECT\` of $messages server-made rows, no client) | $r_ceiling | ${ceiling_s} s | |
+| ratio to the table's ceiling | $(ratio "$r_intake" "$r_ceiling") | | |
 
 QueueBox: rows stored $intake_rows in $intake_inserts insert transactions; left in the queue afterwards $intake_left; idle RSS $(mb "$intake_idle_kb") MB, peak RSS $(mb "$intake_peak_kb") MB; CPU time $intake_cpu s; warnings and errors logged $intake_warn.
 

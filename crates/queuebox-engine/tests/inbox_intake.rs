@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use queuebox_core::intake::{IntakeOutcome, Refusal, StoredState};
+use queuebox_engine::intake::refused::WhenRefused;
 use queuebox_engine::intake::writer::{IntakeWriter, WriterHandle, WriterSettings};
 use queuebox_store::{Consumption, InsertOutcome, NewInboxRow, Schedule, Store, StoreError};
 use queuebox_telemetry::{InboxStatus, Metrics};
@@ -258,6 +259,96 @@ async fn a_row_the_database_refuses_fails_alone_and_its_batch_is_stored() {
         .get(0);
     assert_eq!(stored, 10, "every row but the refused one");
     assert_eq!(s.metrics.inbox_messages(InboxStatus::New).get(), 10);
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
+    db.drop().await;
+}
+
+/// INB-54 with a row PostgreSQL refuses: a broker message may be acknowledged only once it is
+/// durable, and one never acknowledged comes back for ever (a Kafka partition stops at it). So
+/// a broker's refused row is stored `dead` in its place, with `\u0000` replaced by U+FFFD in its
+/// JSON and its texts; the outcome is settled (acknowledged), and the rows of its group are
+/// stored as they were. Before, the refusal itself counted as settled: the broker was
+/// acknowledged and nothing was stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inb_54_a_broker_row_the_database_refuses_is_stored_dead_in_its_place() {
+    let db = TestDb::new("intakerefuseddead").await;
+    let s = start(&db).await;
+    let mut poison = row("poison");
+    poison.payload = r#"{"note":"a\u0000b","n":2}"#.into();
+    poison.headers = r#"{"x-tenant":"ac\u0000me"}"#.into();
+    poison.aggregate_id = Some("order\u{0}-2".into());
+    let poison_id = poison.id;
+    let group: Vec<(NewInboxRow, WhenRefused)> = [row("before"), poison, row("after")]
+        .into_iter()
+        .map(|r| (r, WhenRefused::StoreDead))
+        .collect();
+    let answers = s.intake.queue_all(group).await.unwrap();
+    let mut outcomes = Vec::new();
+    for answer in answers {
+        outcomes.push(answer.await.unwrap());
+    }
+    assert!(
+        outcomes.iter().all(IntakeOutcome::is_settled),
+        "{outcomes:?}"
+    );
+    assert!(
+        matches!(
+            outcomes[1],
+            IntakeOutcome::New {
+                state: StoredState::Dead,
+                id
+            } if id == poison_id
+        ),
+        "{:?}",
+        outcomes[1]
+    );
+    let dead = db
+        .admin
+        .query_one(
+            "SELECT state, payload::text, headers->>'x-tenant', aggregate_id, last_error FROM inbox WHERE id = $1",
+            &[&poison_id],
+        )
+        .await
+        .unwrap();
+    assert_eq!(dead.get::<_, String>(0), "dead");
+    assert_eq!(
+        dead.get::<_, String>(1),
+        "{\"n\": 2, \"note\": \"a\u{FFFD}b\"}"
+    );
+    assert_eq!(dead.get::<_, String>(2), "ac\u{FFFD}me");
+    assert_eq!(dead.get::<_, String>(3), "order\u{FFFD}-2");
+    let last_error: String = dead.get(4);
+    assert!(
+        last_error.starts_with("The database refused the message's data (")
+            && last_error.contains("(SQLSTATE 22")
+            && last_error.ends_with("it was stored dead, with U+0000 replaced by U+FFFD."),
+        "{last_error}"
+    );
+    let states: Vec<(String, String)> = db
+        .admin
+        .query(
+            "SELECT idempotency_key, state FROM inbox ORDER BY idempotency_key",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("after".to_owned(), "pending".to_owned()),
+            ("before".to_owned(), "pending".to_owned()),
+            ("poison".to_owned(), "dead".to_owned()),
+        ]
+    );
+    // A redelivery of the same message is a duplicate of its dead row.
+    let mut again = row("poison");
+    again.payload = r#"{"note":"a\u0000b","n":2}"#.into();
+    let answer = s.intake.queue(again, WhenRefused::StoreDead).await.unwrap();
+    assert_eq!(answer.await.unwrap(), IntakeOutcome::Duplicate);
     s.cancel.cancel();
     s.task.await.unwrap().unwrap();
     db.drop().await;

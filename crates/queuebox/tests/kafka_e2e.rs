@@ -421,6 +421,68 @@ async fn inb_66_a_failing_insert_is_not_committed_and_is_stored_once_in_order_af
     schema.drop().await;
 }
 
+/// INB-54, INB-66 rule 1 with a record PostgreSQL refuses (`\u0000` in a JSON string, which
+/// `jsonb` cannot hold; published by confluent-kafka): it is stored `dead` in its place, with
+/// U+FFFD for the character, and counts as accepted, so the records after it are stored and the
+/// group's offset moves to the end. Before, the refusal was committed with nothing stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn inb_54_a_record_the_database_refuses_is_stored_dead_and_its_partition_goes_on() {
+    let bootstrap = shared_bootstrap();
+    let schema = TestSchema::create("kafka_refused").await;
+    let topic = TestTopic::create(&bootstrap, "e2e-refused", 1);
+    let group = unique("g-refused");
+    let service = Service::start(
+        "kafka-refused",
+        &single_source_config(&schema, &bootstrap, &topic, &group),
+    );
+    py_publish(
+        &bootstrap,
+        &[
+            Record::new(&topic.name, r#"{"id":"m-0"}"#),
+            Record::new(&topic.name, r#"{"id":"m-1","note":"a\u0000b"}"#),
+            Record::new(&topic.name, r#"{"id":"m-2"}"#),
+        ],
+    );
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM inbox",
+        3,
+        Duration::from_secs(60),
+    )
+    .await;
+    wait_committed(&topic, &group, &[3], Duration::from_secs(20)).await;
+    let rows: Vec<(String, String, String, Option<String>)> = schema
+        .client()
+        .query(
+            "SELECT idempotency_key, state, payload::text, last_error FROM inbox ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    assert_eq!(
+        rows.iter()
+            .map(|r| (r.0.as_str(), r.1.as_str()))
+            .collect::<Vec<_>>(),
+        [("m-0", "pending"), ("m-1", "dead"), ("m-2", "pending")]
+    );
+    assert_eq!(rows[1].2, "{\"id\": \"m-1\", \"note\": \"a\u{FFFD}b\"}");
+    let last_error = rows[1].3.as_deref().unwrap_or_default();
+    assert!(
+        last_error.starts_with("The database refused the message's data (")
+            && last_error.contains("unsupported Unicode escape sequence"),
+        "{last_error}"
+    );
+    assert_eq!(
+        service.metric("queuebox_inbox_rejections_total{reason=\"storage_failed\"}"),
+        Some(1.0)
+    );
+    assert_eq!(service.stop(), Some(0));
+    schema.drop().await;
+}
+
 /// Issue 11 crash test (quality.md "during a broker intake"): `kill -9` in the middle of a
 /// topic of 10,000 records, then a restart: the inbox holds every record exactly once, because
 /// the group reads again from the last committed offset (INB-54, INB-66).

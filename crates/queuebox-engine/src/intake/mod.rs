@@ -4,6 +4,7 @@
 //! answers, after the commit. Outcomes decided before storing (filtered, refused) resolve at
 //! once. Every intake metric is counted here or in the writer, whatever the source.
 
+pub mod refused;
 pub mod writer;
 
 #[cfg(test)]
@@ -85,7 +86,7 @@ impl Intake for InboxIntake {
                 self.count(&source, &outcome);
                 PendingOutcome::ready(outcome)
             }
-            Admission::Store(row) => match self.writer.queue(row).await {
+            Admission::Store(row) => match self.writer.queue(row, pipeline.when_refused()).await {
                 Ok(answer) => PendingOutcome::waiting(answer),
                 Err(writer::Stopped) => PendingOutcome::ready(IntakeOutcome::ShuttingDown),
             },
@@ -110,7 +111,7 @@ impl Intake for InboxIntake {
                     settled.push(Some(PendingOutcome::ready(outcome)));
                 }
                 Admission::Store(row) => {
-                    rows.push(row);
+                    rows.push((row, pipeline.when_refused()));
                     // Its place, filled with the writer's answer below.
                     settled.push(None);
                 }

@@ -19,6 +19,8 @@ use crate::error::EngineError;
 use crate::pipeline::dead_row_rejection;
 use crate::repeat::RepeatLog;
 
+use super::refused::{WhenRefused, stored_dead};
+
 /// The writer's sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WriterSettings {
@@ -42,19 +44,41 @@ impl Default for WriterSettings {
 struct Request {
     row: NewInboxRow,
     answer: oneshot::Sender<IntakeOutcome>,
+    on_refusal: OnRefusal,
+}
+
+/// [`WhenRefused`], plus the answer for the dead row stored in a refused row's place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OnRefusal {
+    TellTheSender,
+    StoreDead,
+    /// The row is already the dead row of a refused message: a refusal now leaves the message
+    /// not stored, and its broker delivers it again.
+    NotStored,
+}
+
+impl From<WhenRefused> for OnRefusal {
+    fn from(when: WhenRefused) -> Self {
+        match when {
+            WhenRefused::TellTheSender => Self::TellTheSender,
+            WhenRefused::StoreDead => Self::StoreDead,
+        }
+    }
 }
 
 /// What a caller puts in the queue: one row, or a group that is taken out of the queue as a
 /// whole, so the writer never starts an insert with only the head of a group.
 enum Queued {
-    One(Request),
+    /// Boxed: a row is about 270 bytes, and the queue's places are as large as their largest
+    /// kind.
+    One(Box<Request>),
     Group(Vec<Request>),
 }
 
 impl Queued {
     fn into_requests(self, into: &mut Vec<Request>) {
         match self {
-            Self::One(request) => into.push(request),
+            Self::One(request) => into.push(*request),
             Self::Group(requests) => into.extend(requests),
         }
     }
@@ -75,10 +99,16 @@ impl WriterHandle {
     pub async fn queue(
         &self,
         row: NewInboxRow,
+        when_refused: WhenRefused,
     ) -> Result<oneshot::Receiver<IntakeOutcome>, Stopped> {
         let (answer, wait) = oneshot::channel();
+        let on_refusal = when_refused.into();
         self.queue
-            .send(Queued::One(Request { row, answer }))
+            .send(Queued::One(Box::new(Request {
+                row,
+                answer,
+                on_refusal,
+            })))
             .await
             .map_err(|_| Stopped)?;
         Ok(wait)
@@ -90,13 +120,21 @@ impl WriterHandle {
     /// a larger group is stored in consecutive batches. A group takes one place of the queue.
     pub async fn queue_all(
         &self,
-        rows: Vec<NewInboxRow>,
+        rows: Vec<(NewInboxRow, WhenRefused)>,
     ) -> Result<Vec<oneshot::Receiver<IntakeOutcome>>, Stopped> {
         let (requests, waits): (Vec<Request>, Vec<_>) = rows
             .into_iter()
-            .map(|row| {
+            .map(|(row, when_refused)| {
+                let on_refusal = when_refused.into();
                 let (answer, wait) = oneshot::channel();
-                (Request { row, answer }, wait)
+                (
+                    Request {
+                        row,
+                        answer,
+                        on_refusal,
+                    },
+                    wait,
+                )
             })
             .unzip();
         if requests.is_empty() {
@@ -109,9 +147,10 @@ impl WriterHandle {
         Ok(waits)
     }
 
-    /// Stores one row and returns its outcome after the commit (or the failure).
+    /// Stores one row and returns its outcome after the commit (or the failure); a row whose
+    /// data the database refuses is answered `Refused` ([`WhenRefused::TellTheSender`]).
     pub async fn store(&self, row: NewInboxRow) -> IntakeOutcome {
-        match self.queue(row).await {
+        match self.queue(row, WhenRefused::TellTheSender).await {
             // A dropped answer means the writer closed without handling the row (it was never
             // given to the store), so nothing was stored.
             Ok(wait) => wait.await.unwrap_or(IntakeOutcome::ShuttingDown),
@@ -272,32 +311,47 @@ struct Writer {
 
 impl Writer {
     /// Stores what was taken from the queue, in its order, in batches of at most `max_batch`
-    /// rows; returns how many rows that was.
+    /// rows; returns how many rows that was. A group that fits in one batch is never split: a
+    /// batch that has no room left for it is stored first. A larger group fills batches of its
+    /// own.
     async fn write_all(&mut self, queued: &mut Vec<Queued>, max_batch: usize) -> usize {
-        let mut requests = Vec::new();
+        let mut count = 0;
+        let mut batch: Vec<Request> = Vec::with_capacity(max_batch);
         for item in queued.drain(..) {
-            item.into_requests(&mut requests);
+            let rows = match &item {
+                Queued::One(_) => 1,
+                Queued::Group(requests) => requests.len(),
+            };
+            count += rows;
+            if !batch.is_empty() && batch.len() + rows > max_batch {
+                self.write(std::mem::take(&mut batch)).await;
+            }
+            item.into_requests(&mut batch);
+            while batch.len() >= max_batch {
+                let rest = batch.split_off(max_batch);
+                self.write(std::mem::replace(&mut batch, rest)).await;
+            }
         }
-        let count = requests.len();
-        let mut requests = requests.into_iter().peekable();
-        while requests.peek().is_some() {
-            self.write(requests.by_ref().take(max_batch).collect())
-                .await;
+        if !batch.is_empty() {
+            self.write(batch).await;
         }
         count
     }
 
     async fn write(&mut self, batch: Vec<Request>) {
-        let (rows, answers): (Vec<NewInboxRow>, Vec<_>) =
-            batch.into_iter().map(|r| (r.row, r.answer)).unzip();
-        let waiting = self.store_wait.begin();
+        let (rows, waiting): (Vec<NewInboxRow>, Vec<_>) = batch
+            .into_iter()
+            .map(|r| (r.row, (r.answer, r.on_refusal)))
+            .unzip();
+        let wait = self.store_wait.begin();
         let stored = self.store.insert_batch(&rows).await;
-        drop(waiting);
+        drop(wait);
         match stored {
             Ok(outcomes) => {
                 if let Some(repeats) = self.failures.success() {
                     tracing::info!(repeats, "Storing inbox messages works again.");
                 }
+                let answers = waiting.into_iter().map(|(answer, _)| answer).collect();
                 self.settle(&rows, outcomes, answers);
             }
             Err(StoreError::DataRejected { .. }) if rows.len() > 1 => {
@@ -307,34 +361,30 @@ impl Writer {
                     rows = rows.len(),
                     "The database refused the data of a batch; storing its rows one by one."
                 );
-                for (row, answer) in rows.into_iter().zip(answers) {
-                    Box::pin(self.write(vec![Request { row, answer }])).await;
+                for (row, (answer, on_refusal)) in rows.into_iter().zip(waiting) {
+                    let request = Request {
+                        row,
+                        answer,
+                        on_refusal,
+                    };
+                    Box::pin(self.write(vec![request])).await;
                 }
             }
             Err(err) => {
                 let reason = redact(&err.to_string());
+                if let StoreError::DataRejected { .. } = err {
+                    // Not an outage: this one message can never be stored as it is, so it is
+                    // logged every time and does not count towards the outage's repeat log
+                    // (issue 17 defect 7).
+                    for (row, (answer, on_refusal)) in rows.into_iter().zip(waiting) {
+                        self.refused(row, answer, on_refusal, &reason).await;
+                    }
+                    return;
+                }
                 self.metrics
                     .inbox_rejections(RejectionReason::StorageFailed)
                     .inc_by(rows.len() as u64);
-                if let StoreError::DataRejected { .. } = err {
-                    // Not an outage: this one message can never be stored, so it is logged
-                    // every time, does not count towards the outage's repeat log, and its
-                    // sender is told why instead of being asked to send it again for ever
-                    // (issue 17 defect 7).
-                    for row in &rows {
-                        tracing::warn!(
-                            error = %reason,
-                            source = %row.source,
-                            "The database refused a message's data. Its sender is told that it cannot be stored."
-                        );
-                    }
-                    for answer in answers {
-                        let _ = answer.send(IntakeOutcome::Refused(Refusal::DataRejected {
-                            reason: reason.clone(),
-                        }));
-                    }
-                    return;
-                } else if let Some(repeats) = self.failures.failure(Instant::now()) {
+                if let Some(repeats) = self.failures.failure(Instant::now()) {
                     tracing::warn!(
                         error = %reason,
                         repeats,
@@ -342,11 +392,64 @@ impl Writer {
                         "Storing inbox messages failed. The senders are told to send them again."
                     );
                 }
-                for answer in answers {
+                for (answer, _) in waiting {
                     let _ = answer.send(IntakeOutcome::StorageFailed {
                         reason: reason.clone(),
                     });
                 }
+            }
+        }
+    }
+
+    /// One row whose data the database refused with `reason` (redacted), as its
+    /// [`WhenRefused`] says.
+    async fn refused(
+        &mut self,
+        row: NewInboxRow,
+        answer: oneshot::Sender<IntakeOutcome>,
+        on_refusal: OnRefusal,
+        reason: &str,
+    ) {
+        match on_refusal {
+            OnRefusal::TellTheSender => {
+                self.metrics
+                    .inbox_rejections(RejectionReason::StorageFailed)
+                    .inc();
+                tracing::warn!(
+                    error = %reason,
+                    source = %row.source,
+                    "The database refused a message's data. Its sender is told that it cannot be stored."
+                );
+                let _ = answer.send(IntakeOutcome::Refused(Refusal::DataRejected {
+                    reason: reason.to_owned(),
+                }));
+            }
+            OnRefusal::StoreDead => {
+                // Counted once, as storage_failed, when the dead row is stored (or refused).
+                tracing::warn!(
+                    error = %reason,
+                    source = %row.source,
+                    "The database refused a message's data. It is stored dead instead, with U+0000 replaced by U+FFFD, and acknowledged."
+                );
+                let request = Request {
+                    row: stored_dead(row, reason),
+                    answer,
+                    on_refusal: OnRefusal::NotStored,
+                };
+                Box::pin(self.write(vec![request])).await;
+            }
+            OnRefusal::NotStored => {
+                self.metrics
+                    .inbox_rejections(RejectionReason::StorageFailed)
+                    .inc();
+                tracing::warn!(
+                    error = %reason,
+                    source = %row.source,
+                    "The database refused the dead row of a message it had refused. The message is not acknowledged, and its broker delivers it again."
+                );
+                let _ = answer.send(IntakeOutcome::StorageFailed {
+                    reason: reason.to_owned(),
+                });
             }
         }
     }

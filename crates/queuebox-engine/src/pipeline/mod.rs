@@ -33,6 +33,8 @@ use schedule::{ScheduleRule, Timed};
 use crate::relay::render_topic;
 use crate::transform::{MessageIds, StageTransform};
 
+use crate::intake::refused::{DATA_REFUSED_ERROR, WhenRefused};
+
 /// `last_error` of a broker message stored `dead` because its body is not JSON (INB-56).
 pub const NOT_JSON_ERROR: &str = "The body is not valid JSON.";
 
@@ -231,6 +233,17 @@ impl SourcePipeline {
 
     pub fn source(&self) -> &SourceName {
         &self.source
+    }
+
+    /// What the writer does when the database refuses a row of this source: a broker message
+    /// is stored dead (its broker is acknowledged only once it is durable), an HTTP sender is
+    /// told.
+    pub fn when_refused(&self) -> WhenRefused {
+        if self.protocol.is_broker() {
+            WhenRefused::StoreDead
+        } else {
+            WhenRefused::TellTheSender
+        }
     }
 
     /// Evaluates the configured key expressions on the original payload (TRF-27: no variables,
@@ -463,10 +476,14 @@ fn steps<const N: usize>(steps: [Option<Step>; N]) -> Vec<Step> {
 }
 
 /// What a `dead` row counts as in `queuebox_inbox_rejections_total` (INB-55): a body that is not
-/// JSON, or (with the JSONata engine) a transform rejection.
+/// JSON, a message whose data the database refused as it was (its insert failed), or (with the
+/// JSONata engine) a transform rejection.
 pub(crate) fn dead_row_rejection(row: &NewInboxRow) -> RejectionReason {
-    if row.last_error.as_deref() == Some(NOT_JSON_ERROR) {
+    let last_error = row.last_error.as_deref().unwrap_or_default();
+    if last_error == NOT_JSON_ERROR {
         RejectionReason::ExtractionFailed
+    } else if last_error.starts_with(DATA_REFUSED_ERROR) {
+        RejectionReason::StorageFailed
     } else {
         RejectionReason::TransformFailed
     }

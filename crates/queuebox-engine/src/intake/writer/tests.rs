@@ -11,10 +11,13 @@ use uuid::Uuid;
 
 use super::*;
 
+const TELL: WhenRefused = WhenRefused::TellTheSender;
+
 /// Remembers the batches it was given; the first `gated` calls wait for `gate`.
 #[derive(Default)]
 struct Memory {
     keys: Mutex<HashSet<(String, String)>>,
+    stored: Mutex<Vec<NewInboxRow>>,
     batches: Mutex<Vec<usize>>,
     gate: Notify,
     gated: Mutex<usize>,
@@ -34,6 +37,25 @@ impl IntakeStore for Memory {
         if wait {
             self.gate.notified().await;
         }
+        // As PostgreSQL's jsonb: a `\u0000` in a JSON string is refused, and the whole batch
+        // with it.
+        if rows
+            .iter()
+            .any(|r| r.payload.contains("\\u0000") || r.headers.contains("\\u0000"))
+        {
+            return Err(StoreError::DataRejected {
+                action: StoreAction::UseDatabase,
+                during: "storing inbox rows",
+                reason: "unsupported Unicode escape sequence".into(),
+            });
+        }
+        if rows.iter().any(|r| r.source == "refuses-everything") {
+            return Err(StoreError::DataRejected {
+                action: StoreAction::UseDatabase,
+                during: "storing inbox rows",
+                reason: "value too long for type character varying(128)".into(),
+            });
+        }
         if *self.fail.lock().unwrap() {
             return Err(StoreError::Database {
                 action: StoreAction::UseDatabase,
@@ -46,6 +68,7 @@ impl IntakeStore for Memory {
             .iter()
             .map(|r| {
                 if keys.insert((r.source.clone(), r.idempotency_key.clone())) {
+                    self.stored.lock().unwrap().push(r.clone());
                     InsertOutcome::Stored(r.id)
                 } else {
                     InsertOutcome::Duplicate
@@ -186,7 +209,7 @@ async fn inb_65_a_group_is_stored_in_one_batch_and_takes_one_place_of_the_queue(
     };
     let s = start(Arc::clone(&store), settings);
     for round in 0..5 {
-        let rows = (0..100).map(|i| row(&format!("r{round}-{i}"), Consumption::Pull));
+        let rows = (0..100).map(|i| (row(&format!("r{round}-{i}"), Consumption::Pull), TELL));
         let answers = s.handle.queue_all(rows.collect()).await.unwrap();
         for answer in answers {
             assert!(matches!(answer.await.unwrap(), IntakeOutcome::New { .. }));
@@ -194,6 +217,52 @@ async fn inb_65_a_group_is_stored_in_one_batch_and_takes_one_place_of_the_queue(
     }
     let batches = store.batches.lock().unwrap().clone();
     assert_eq!(batches, vec![100; 5], "one insert per group");
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_group_that_fits_in_a_batch_is_not_split_by_the_rows_queued_before_it() {
+    let store = Arc::new(Memory::default());
+    *store.gated.lock().unwrap() = 1;
+    let settings = WriterSettings {
+        max_batch: 4,
+        queue: 16,
+    };
+    let s = start(Arc::clone(&store), settings);
+    let first = send_all(&s.handle, ["k0".to_owned()]);
+    wait_until("the first batch", || {
+        store.batches.lock().unwrap().len() == 1
+    })
+    .await;
+    // Queued while the first batch is with the store: two single rows, then a group of three
+    // that would straddle a batch of four.
+    let mut singles = Vec::new();
+    for key in ["k1", "k2"] {
+        singles.push(
+            s.handle
+                .queue(row(key, Consumption::Pull), TELL)
+                .await
+                .unwrap(),
+        );
+    }
+    let group = s
+        .handle
+        .queue_all(
+            ["g1", "g2", "g3"]
+                .map(|k| (row(k, Consumption::Pull), TELL))
+                .to_vec(),
+        )
+        .await
+        .unwrap();
+    store.gate.notify_one();
+    for answer in singles.into_iter().chain(group) {
+        assert!(matches!(answer.await.unwrap(), IntakeOutcome::New { .. }));
+    }
+    for task in first {
+        assert!(matches!(task.await.unwrap(), IntakeOutcome::New { .. }));
+    }
+    assert_eq!(*store.batches.lock().unwrap(), vec![1, 2, 3]);
     s.cancel.cancel();
     s.task.await.unwrap().unwrap();
 }
@@ -209,7 +278,11 @@ async fn a_group_larger_than_max_batch_is_stored_in_consecutive_batches_in_its_o
     let keys: Vec<String> = (0..10).map(|i| format!("g{i}")).collect();
     let answers = s
         .handle
-        .queue_all(keys.iter().map(|k| row(k, Consumption::Pull)).collect())
+        .queue_all(
+            keys.iter()
+                .map(|k| (row(k, Consumption::Pull), TELL))
+                .collect(),
+        )
         .await
         .unwrap();
     assert_eq!(answers.len(), 10);
@@ -382,4 +455,138 @@ async fn store_wait_tells_how_long_a_batch_has_waited_for_the_store() {
     assert_eq!(wait.waiting_for(), None, "answered: the wait ended");
     cancel.cancel();
     task.await.unwrap().unwrap();
+}
+
+/// A refused row of a broker message is stored dead in its place (INB-54: acknowledged only once
+/// durable), the rows of its batch are stored as they were, and the refusal counts once.
+#[tokio::test]
+async fn a_refused_broker_row_is_stored_dead_and_the_rest_of_its_batch_as_it_was() {
+    let store = Arc::new(Memory::default());
+    let s = start(Arc::clone(&store), WriterSettings::default());
+    let mut refused = row("k-nul", Consumption::Push);
+    refused.payload = r#"{"id":"k-nul","note":"a\u0000b"}"#.into();
+    let group = vec![
+        (row("k-before", Consumption::Push), WhenRefused::StoreDead),
+        (refused, WhenRefused::StoreDead),
+        (row("k-after", Consumption::Push), WhenRefused::StoreDead),
+    ];
+    let answers = s.handle.queue_all(group).await.unwrap();
+    let mut outcomes = Vec::new();
+    for answer in answers {
+        outcomes.push(answer.await.unwrap());
+    }
+    assert!(matches!(
+        outcomes[0],
+        IntakeOutcome::New {
+            state: StoredState::Pending,
+            ..
+        }
+    ));
+    assert!(
+        matches!(
+            outcomes[1],
+            IntakeOutcome::New {
+                state: StoredState::Dead,
+                ..
+            }
+        ),
+        "{:?}",
+        outcomes[1]
+    );
+    assert!(
+        outcomes[1].is_settled(),
+        "a broker acknowledges it: it is durable"
+    );
+    assert!(matches!(
+        outcomes[2],
+        IntakeOutcome::New {
+            state: StoredState::Pending,
+            ..
+        }
+    ));
+    let stored = store.stored.lock().unwrap().clone();
+    let keys: Vec<&str> = stored.iter().map(|r| r.idempotency_key.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["k-before", "k-nul", "k-after"],
+        "in the batch's order"
+    );
+    let dead = &stored[1];
+    assert_eq!(dead.state, StoredState::Dead);
+    assert_eq!(dead.payload, "{\"id\":\"k-nul\",\"note\":\"a\u{FFFD}b\"}");
+    let last_error = dead.last_error.as_deref().unwrap();
+    assert!(
+        last_error.starts_with("The database refused the message's data (")
+            && last_error.contains("unsupported Unicode escape sequence"),
+        "{last_error}"
+    );
+    assert_eq!(
+        s.metrics
+            .inbox_rejections(RejectionReason::StorageFailed)
+            .get(),
+        1
+    );
+    assert_eq!(s.metrics.inbox_messages(InboxStatus::New).get(), 2);
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_refused_http_row_tells_its_sender_and_stores_nothing() {
+    let store = Arc::new(Memory::default());
+    let s = start(Arc::clone(&store), WriterSettings::default());
+    let mut refused = row("k-nul", Consumption::Push);
+    refused.payload = r#"{"note":"\u0000"}"#.into();
+    let outcome = s.handle.store(refused).await;
+    assert!(
+        matches!(
+            outcome,
+            IntakeOutcome::Refused(Refusal::DataRejected { .. })
+        ),
+        "{outcome:?}"
+    );
+    assert!(store.stored.lock().unwrap().is_empty());
+    assert_eq!(
+        s.metrics
+            .inbox_rejections(RejectionReason::StorageFailed)
+            .get(),
+        1
+    );
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
+}
+
+/// When the dead row is refused too, the message is not stored and not settled: its broker
+/// delivers it again, so it is never acknowledged unstored.
+#[tokio::test]
+async fn a_broker_row_whose_dead_row_is_refused_too_is_a_storage_failure() {
+    let store = Arc::new(Memory::default());
+    let s = start(Arc::clone(&store), WriterSettings::default());
+    let mut refused = row("k", Consumption::Push);
+    refused.source = "refuses-everything".into();
+    let answer = s
+        .handle
+        .queue(refused, WhenRefused::StoreDead)
+        .await
+        .unwrap();
+    let outcome = answer.await.unwrap();
+    assert!(
+        matches!(outcome, IntakeOutcome::StorageFailed { .. }),
+        "{outcome:?}"
+    );
+    assert!(!outcome.is_settled());
+    assert!(store.stored.lock().unwrap().is_empty());
+    assert_eq!(
+        store.batches.lock().unwrap().len(),
+        2,
+        "the row, then its dead row"
+    );
+    assert_eq!(
+        s.metrics
+            .inbox_rejections(RejectionReason::StorageFailed)
+            .get(),
+        1
+    );
+    s.cancel.cancel();
+    s.task.await.unwrap().unwrap();
 }
