@@ -2,7 +2,9 @@
 # The batch-handler pull benchmark (docs/benchmarks.md, "Pull: the batch handler"): 10,000 pull
 # rows drained by the TypeScript and Go clients' opt-in batch handler (one no-op handler call,
 # one transaction and one completion statement per claim of N rows), beside the same clients'
-# per-message handler and pg-boss's batched `fetch` + `complete` loop, same database, same run.
+# per-message handler, pg-boss's batched `fetch` + `complete` loop and graphile-worker's pool
+# (its defaults, and its batching: a local queue of N jobs and batched completions), same
+# database, same run.
 #
 #   bench/pull-batch.sh                                # the documented run, a few minutes
 #   bench/pull-batch.sh --rows 2000 --out /tmp/pb.md   # a quick try elsewhere
@@ -13,11 +15,12 @@
 # --out FILE (docs/benchmarks.md), --keep (keep the work directory).
 #
 # The Rust client is not in it: its numbers need a release build, which bench/pull.sh makes.
-# graphile-worker is not in the bench yet; pg-boss's fetch + complete loop is the batched peer.
 # Needs what bench/pull.sh needs, except cargo: the local PostgreSQL, psql, Debian's Go with
 # golang-github-jackc-pgx-v4-dev, Node 20+ with npm. Each phase runs in a fresh schema
 # qb_pullb_<pid>_<phase>; rows, timing (database clock: min(claimed_at) -> max(processed_at);
-# pg-boss: min(started_on) -> max(completed_on)) and the insert are those of bench/pull.sh.
+# pg-boss: min(started_on) -> max(completed_on); graphile-worker, which deletes a job when it
+# completes: its driver's wall clock from the first job's start to no job left) and the insert are
+# those of bench/pull.sh.
 # The section between the pull-batch-benchmark markers of the page is rewritten (appended when
 # missing). Not part of scripts/test.sh: benchmarks are never timed tests.
 set -euo pipefail
@@ -89,10 +92,11 @@ go_bin="$work/pull-go"
 log "building the TypeScript client"
 (cd clients/typescript && npm ci --no-audit --no-fund --prefer-offline --loglevel=error && npm run build) \
     >"$work/ts-build.log" 2>&1 || die "the TypeScript client did not build: $(tail -5 "$work/ts-build.log")"
-log "installing pg-boss (bench/pull-node)"
+log "installing pg-boss and graphile-worker (bench/pull-node)"
 (cd bench/pull-node && npm ci --no-audit --no-fund --prefer-offline --loglevel=error >"$work/npm.log" 2>&1) \
     || die "npm ci failed in bench/pull-node: $(tail -5 "$work/npm.log")"
 boss_version="$(node -p "require('./bench/pull-node/node_modules/pg-boss/package.json').version")"
+graphile_version="$(node -p "require('./bench/pull-node/node_modules/graphile-worker/package.json').version")"
 
 # shellcheck source=bench/facts.sh
 source "$root/bench/facts.sh"
@@ -193,12 +197,40 @@ run_boss_loop() {
     record pgboss_loop "$c"
 }
 
+# graphile-worker's pool, $1 = concurrency (concurrentJobs), $2 = defaults | batched (a local
+# queue of $batch jobs, completeJobBatchDelay 0). Its driver prints ms= once every job ran and
+# none is left.
+run_graphile() {
+    local c="$1" flavour="$2"
+    phase="graphile_${flavour}_c$c"
+    local schema="${prefix}_$phase" deadline
+    node bench/pull-node/graphile.mjs init "$pg_url" "$schema" >/dev/null 2>"$work/$phase.init.err" \
+        || die "graphile-worker init failed: $(tail -5 "$work/$phase.init.err")"
+    load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
+    start_worker "$phase" node bench/pull-node/graphile.mjs run "$pg_url" "$schema" "$c" "$batch" "$flavour" "$rows"
+    node bench/pull-node/graphile.mjs insert "$pg_url" "$schema" "$rows" >/dev/null 2>"$work/$phase.insert.err" \
+        || die "graphile-worker insert failed: $(tail -5 "$work/$phase.insert.err")"
+    deadline=$(( $(date +%s) + 900 ))
+    until grep -q '^ms=' "$work/$phase.out"; do
+        kill -0 "$worker_pid" 2>/dev/null || die "the $phase worker died: $(tail -5 "$work/$phase.out.err")"
+        [[ $(date +%s) -lt $deadline ]] || die "timeout waiting for $phase"
+        sleep 0.1
+    done
+    stop_worker
+    ms="$(sed -n 's/^ms=//p' "$work/$phase.out")"
+    done="$rows"
+    other="$(q -c "SELECT count(*) FROM $schema._private_jobs")"
+    record "graphile_$flavour" "$c"
+}
+
 # --- phases ----------------------------------------------------------------------------------
 : >"$work/results"
 for c in $levels; do
     run_qb ts batch "$c"
     run_qb go batch "$c"
     run_boss_loop "$c"
+    run_graphile "$c" defaults
+    run_graphile "$c" batched
     run_qb ts message "$c"
     run_qb go message "$c"
 done
@@ -215,22 +247,27 @@ section="$work/section.md"
     echo
     echo "- Run: $date_run UTC, commit $commit; $cores cores ($cpu_model), $(printf '%.1f' "$mem_gb") GB memory; PostgreSQL on the same machine, as in the pull benchmark above. Other engineers build and test on these cores: \`uptime\` before: \`$uptime_before\`; after: \`$uptime_after\`."
     echo "- Rows: $rows pending pull rows, each of its own aggregate, a JSON payload of about 200 bytes, inserted in one transaction with \`ANALYZE\` (the rows and insert of \`bench/pull.sh\`)."
-    echo "- **Batch handler**: \`createBatchWorker\` (TypeScript, Node $(node --version)) and \`inbox.NewBatchWorker\` (Go, $(go version | awk '{ print $3 }'), pgx v4) with a no-op handler and batch size $batch: per claim, one handler transaction and one \`complete-batch.sql\` statement. Concurrency c = c batch workers in one process. **Per message**: the same clients' \`createWorker\` / \`NewWorker\` (a transaction and a Complete per row), batch size $batch, \`maxConcurrency\` c. **pg-boss $boss_version \`fetch\` + \`complete\` loop**: c loops of \`fetch(batchSize: $batch)\` then \`complete(ids)\` (no handler transaction; the batched-completion peer in this bench, graphile-worker is not in it yet)."
-    echo "- rows/s = rows ÷ (last completion − first claim), database clock. Poll interval $poll_ms ms; lease 30 s."
+    echo "- **Batch handler**: \`createBatchWorker\` (TypeScript, Node $(node --version)) and \`inbox.NewBatchWorker\` (Go, $(go version | awk '{ print $3 }'), pgx v4) with a no-op handler and batch size $batch: per claim, one handler transaction and one \`complete-batch.sql\` statement. Concurrency c = c batch workers in one process. **Per message**: the same clients' \`createWorker\` / \`NewWorker\` (a transaction and a Complete per row), batch size $batch, \`maxConcurrency\` c. **pg-boss $boss_version \`fetch\` + \`complete\` loop**: c loops of \`fetch(batchSize: $batch)\` then \`complete(ids)\` (no handler transaction). **graphile-worker $graphile_version**: its pool with \`concurrentJobs\` c and a no-op task, with its defaults (a job fetched and completed at a time) and batched (\`localQueue.size\` $batch and \`completeJobBatchDelay\` 0: jobs fetched and locked $batch at a time, completions batched); no handler transaction either, and it deletes each job when it completes."
+    echo "- rows/s = rows ÷ (last completion − first claim), database clock; graphile-worker keeps no completion time, so for it the driver's clock, from the first job's start to the first query that finds no job left (every completion committed; checked every 5 ms once every job ran). Poll interval $poll_ms ms; lease 30 s."
     echo
-    echo "| | c | rows/s | ratio to pg-boss loop (same c) | first claim → last completion | CPU time of the worker process | done / not done or retried | load average before → after |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| | c | rows/s | ratio to pg-boss loop (same c) | ratio to graphile-worker batched (same c) | first claim → last completion | CPU time of the worker process | done / not done or retried | load average before → after |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     awk -F'|' -v rows="$rows" '
-        { label[NR] = $1; c[NR] = $2; ms[NR] = $3; line[NR] = $0; if ($1 == "pgboss_loop") peer[$2] = rows / ($3 / 1000) }
+        { label[NR] = $1; c[NR] = $2; ms[NR] = $3; line[NR] = $0
+          if ($1 == "pgboss_loop") peer[$2] = rows / ($3 / 1000)
+          if ($1 == "graphile_batched") gpeer[$2] = rows / ($3 / 1000) }
         END {
             names["ts_batch"] = "TypeScript batch handler"; names["go_batch"] = "Go batch handler"
             names["ts_message"] = "TypeScript per message"; names["go_message"] = "Go per message"
             names["pgboss_loop"] = "pg-boss fetch + complete loop"
+            names["graphile_defaults"] = "graphile-worker, defaults"; names["graphile_batched"] = "graphile-worker, batched"
             for (i = 1; i <= NR; i++) {
                 split(line[i], f, "|"); r = rows / (f[3] / 1000)
                 ratio = (f[2] in peer) ? sprintf("%.2f", r / peer[f[2]]) : "n/a"
-                printf "| %s | %s | %s%.0f%s | %s | %.2f s | %s s | %s / %s | %s → %s |\n", names[f[1]], f[2], \
-                    (f[1] ~ /batch/ ? "**" : ""), r, (f[1] ~ /batch/ ? "**" : ""), ratio, f[3] / 1000, f[6], f[4], f[5], f[7], f[8]
+                gratio = (f[2] in gpeer) ? sprintf("%.2f", r / gpeer[f[2]]) : "n/a"
+                bold = (f[1] ~ /_batch$/) ? "**" : ""
+                printf "| %s | %s | %s%.0f%s | %s | %s | %.2f s | %s s | %s / %s | %s → %s |\n", names[f[1]], f[2], \
+                    bold, r, bold, ratio, gratio, f[3] / 1000, f[6], f[4], f[5], f[7], f[8]
             }
         }' "$work/results"
     echo
