@@ -159,9 +159,7 @@ impl dyn Intake + '_ {
             ack: Some(ack),
         }
     }
-}
 
-impl dyn Intake + '_ {
     /// [`submit`](#method.submit) for a group of messages taken together (a poll's records):
     /// the receipts come back in the messages' order, and the rows to store reach the writer
     /// as one group ([`Intake::enqueue_all`]).

@@ -3,7 +3,9 @@
 //! already queued in ONE `insert_batch` (one transaction) and answers each row only after that
 //! call returned, i.e. after the commit. Throughput then grows with the number of concurrent
 //! senders instead of being bounded by one fsync per message, and no source ever acknowledges a
-//! message before it is durable. Rows are stored in the order they were queued.
+//! message before it is durable. Rows are stored in the order they were queued; a group queued
+//! together (a Kafka poll) is taken whole and never split while it fits in one insert. A row
+//! whose data the database refuses is answered as its source's [`WhenRefused`] says.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -339,7 +341,7 @@ impl Writer {
     }
 
     async fn write(&mut self, batch: Vec<Request>) {
-        let (rows, waiting): (Vec<NewInboxRow>, Vec<_>) = batch
+        let (rows, callers): (Vec<NewInboxRow>, Vec<_>) = batch
             .into_iter()
             .map(|r| (r.row, (r.answer, r.on_refusal)))
             .unzip();
@@ -351,7 +353,7 @@ impl Writer {
                 if let Some(repeats) = self.failures.success() {
                     tracing::info!(repeats, "Storing inbox messages works again.");
                 }
-                let answers = waiting.into_iter().map(|(answer, _)| answer).collect();
+                let answers = callers.into_iter().map(|(answer, _)| answer).collect();
                 self.settle(&rows, outcomes, answers);
             }
             Err(StoreError::DataRejected { .. }) if rows.len() > 1 => {
@@ -361,7 +363,7 @@ impl Writer {
                     rows = rows.len(),
                     "The database refused the data of a batch; storing its rows one by one."
                 );
-                for (row, (answer, on_refusal)) in rows.into_iter().zip(waiting) {
+                for (row, (answer, on_refusal)) in rows.into_iter().zip(callers) {
                     let request = Request {
                         row,
                         answer,
@@ -376,7 +378,7 @@ impl Writer {
                     // Not an outage: this one message can never be stored as it is, so it is
                     // logged every time and does not count towards the outage's repeat log
                     // (issue 17 defect 7).
-                    for (row, (answer, on_refusal)) in rows.into_iter().zip(waiting) {
+                    for (row, (answer, on_refusal)) in rows.into_iter().zip(callers) {
                         self.refused(row, answer, on_refusal, &reason).await;
                     }
                     return;
@@ -392,7 +394,7 @@ impl Writer {
                         "Storing inbox messages failed. The senders are told to send them again."
                     );
                 }
-                for (answer, _) in waiting {
+                for (answer, _) in callers {
                     let _ = answer.send(IntakeOutcome::StorageFailed {
                         reason: reason.clone(),
                     });
