@@ -335,6 +335,75 @@ async fn inb_54_a_failed_insert_is_not_acknowledged_and_is_stored_once_after_rec
     schema.drop().await;
 }
 
+/// INB-54 with messages PostgreSQL refuses, published by pika: a `\u0000` in a JSON string of
+/// the body, and a NUL in a header value (`jsonb` holds neither). Each is stored `dead` in its
+/// place with U+FFFD for the character, then acknowledged; the message between them is stored as
+/// it was. Before, the refusal was acknowledged with nothing stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn inb_54_a_message_the_database_refuses_is_stored_dead_and_acknowledged() {
+    let schema = TestSchema::create("rmq_refused").await;
+    let queue = unique("refused");
+    declare_queue(&queue);
+    let url = amqp_url();
+    let yaml = config(
+        &schema,
+        &format!(
+            "sources:\n  orders:\n    type: rabbitmq\n    connectionUrl: \"{url}\"\n    queueName: {queue}\n    consumption: pull\n"
+        ),
+    );
+    let service = Service::start("rmq-refused", &yaml);
+    publish(&[
+        message(&queue, r#"{"id":"r-0","note":"a\u0000b"}"#),
+        message(&queue, r#"{"id":"r-1"}"#),
+        json!({"queue": queue, "body": r#"{"id":"r-2"}"#, "headers": {"x-note": "c\u{0}d"}}),
+    ]);
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM inbox",
+        3,
+        Duration::from_secs(30),
+    )
+    .await;
+    let rows: Vec<(String, String, String, String, Option<String>)> = schema
+        .client()
+        .query(
+            "SELECT idempotency_key, state, payload::text, headers->>'x-note', last_error \
+             FROM inbox ORDER BY idempotency_key",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r.get(0),
+                r.get(1),
+                r.get(2),
+                r.get::<_, Option<String>>(3).unwrap_or_default(),
+                r.get(4),
+            )
+        })
+        .collect();
+    let states: Vec<(&str, &str)> = rows.iter().map(|r| (r.0.as_str(), r.1.as_str())).collect();
+    assert_eq!(
+        states,
+        [("r-0", "dead"), ("r-1", "pending"), ("r-2", "dead")]
+    );
+    assert_eq!(rows[0].2, "{\"id\": \"r-0\", \"note\": \"a\u{FFFD}b\"}");
+    assert_eq!(rows[2].3, "c\u{FFFD}d");
+    for dead in [&rows[0], &rows[2]] {
+        let last_error = dead.4.as_deref().unwrap_or_default();
+        assert!(
+            last_error.starts_with("The database refused the message's data ("),
+            "{last_error}"
+        );
+    }
+    assert_eq!(service.stop(), Some(0));
+    assert_eq!(count(&queue).0, 0, "every message acknowledged once stored");
+    delete(&[&queue], &[]);
+    schema.drop().await;
+}
+
 /// INB-61, INB-74: a missing queue stops the start with the remedy; `declareQueue: true`
 /// declares it durable; an existing queue with other arguments stops the start and says so.
 #[tokio::test(flavor = "multi_thread")]
