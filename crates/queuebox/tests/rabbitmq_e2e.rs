@@ -50,6 +50,15 @@ inbox:
     )
 }
 
+/// The `sources` block of one pull `rabbitmq` source `orders` on the shared broker, reading
+/// `queue`; `extra` is more keys of the source, each line indented by four spaces.
+fn pull_source(queue: &str, extra: &str) -> String {
+    format!(
+        "sources:\n  orders:\n    type: rabbitmq\n    connectionUrl: \"{url}\"\n    queueName: {queue}\n{extra}    consumption: pull\n",
+        url = amqp_url()
+    )
+}
+
 fn message(queue: &str, body: &str) -> serde_json::Value {
     json!({"queue": queue, "body": body})
 }
@@ -280,13 +289,7 @@ async fn inb_54_a_failed_insert_is_not_acknowledged_and_is_stored_once_after_rec
     let schema = TestSchema::create("rmq_fail").await;
     let queue = unique("fail");
     declare_queue(&queue);
-    let url = amqp_url();
-    let yaml = config(
-        &schema,
-        &format!(
-            "sources:\n  orders:\n    type: rabbitmq\n    connectionUrl: \"{url}\"\n    queueName: {queue}\n    consumption: pull\n"
-        ),
-    );
+    let yaml = config(&schema, &pull_source(&queue, ""));
     let service = Service::start("rmq-fail", &yaml);
     schema
         .client()
@@ -344,13 +347,7 @@ async fn inb_54_a_message_the_database_refuses_is_stored_dead_and_acknowledged()
     let schema = TestSchema::create("rmq_refused").await;
     let queue = unique("refused");
     declare_queue(&queue);
-    let url = amqp_url();
-    let yaml = config(
-        &schema,
-        &format!(
-            "sources:\n  orders:\n    type: rabbitmq\n    connectionUrl: \"{url}\"\n    queueName: {queue}\n    consumption: pull\n"
-        ),
-    );
+    let yaml = config(&schema, &pull_source(&queue, ""));
     let service = Service::start("rmq-refused", &yaml);
     publish(&[
         message(&queue, r#"{"id":"r-0","note":"a\u0000b"}"#),
@@ -410,13 +407,10 @@ async fn inb_54_a_message_the_database_refuses_is_stored_dead_and_acknowledged()
 async fn inb_61_inb_74_a_missing_queue_stops_the_start_with_its_remedy() {
     let schema = TestSchema::create("rmq_declare").await;
     let queue = unique("missing");
-    let url = amqp_url();
     let source = |declare: bool| {
         config(
             &schema,
-            &format!(
-                "sources:\n  orders:\n    type: rabbitmq\n    connectionUrl: \"{url}\"\n    queueName: {queue}\n    declareQueue: {declare}\n    consumption: pull\n"
-            ),
+            &pull_source(&queue, &format!("    declareQueue: {declare}\n")),
         )
     };
     let run = |yaml: String| {
@@ -523,13 +517,7 @@ async fn inb_75_shutdown_acknowledges_exactly_what_was_stored() {
     declare_queue(&queue);
     let total = 3000;
     pika(&["publish-many", &queue, &total.to_string()], "");
-    let url = amqp_url();
-    let yaml = config(
-        &schema,
-        &format!(
-            "sources:\n  orders:\n    type: rabbitmq\n    connectionUrl: \"{url}\"\n    queueName: {queue}\n    prefetchCount: 50\n    consumption: pull\n"
-        ),
-    );
+    let yaml = config(&schema, &pull_source(&queue, "    prefetchCount: 50\n"));
     let service = Service::start("rmq-stop", &yaml);
     // Stop while the queue is being drained.
     wait_until_some(&schema).await;
@@ -582,13 +570,7 @@ async fn inb_54_kill_9_mid_stream_then_restart_stores_every_message_exactly_once
     declare_queue(&queue);
     let total: i64 = 10_000;
     pika(&["publish-many", &queue, &total.to_string()], "");
-    let url = amqp_url();
-    let yaml = config(
-        &schema,
-        &format!(
-            "sources:\n  orders:\n    type: rabbitmq\n    connectionUrl: \"{url}\"\n    queueName: {queue}\n    prefetchCount: 100\n    consumption: pull\n"
-        ),
-    );
+    let yaml = config(&schema, &pull_source(&queue, "    prefetchCount: 100\n"));
     let service = Service::start("rmq-kill", &yaml);
     let deadline = Instant::now() + Duration::from_secs(60);
     while scalar(&schema, "SELECT count(*) FROM inbox").await < 2000 {

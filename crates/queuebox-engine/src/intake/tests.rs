@@ -119,6 +119,17 @@ fn start() -> Running {
     }
 }
 
+/// The idempotency keys of the stored rows, in insert order.
+fn stored_keys(r: &Running) -> Vec<String> {
+    r.store
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|row| row.idempotency_key.clone())
+        .collect()
+}
+
 #[tokio::test]
 async fn inb_65_messages_submitted_in_order_are_stored_in_order_each_with_its_own_outcome() {
     let r = start();
@@ -170,14 +181,7 @@ async fn inb_65_messages_submitted_in_order_are_stored_in_order_each_with_its_ow
         )
     ));
     assert_eq!(outcomes[3], (3, IntakeOutcome::Duplicate));
-    let stored: Vec<String> = r
-        .store
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|row| row.idempotency_key.clone())
-        .collect();
+    let stored = stored_keys(&r);
     assert_eq!(stored[0], "a");
     assert!(
         stored[1].starts_with("sha256:"),
@@ -247,14 +251,7 @@ async fn inb_65_a_group_submitted_together_keeps_each_message_in_its_place_with_
         }
     ));
     assert_eq!(outcomes[5].1, IntakeOutcome::Duplicate);
-    let stored: Vec<String> = r
-        .store
-        .0
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|row| row.idempotency_key.clone())
-        .collect();
+    let stored = stored_keys(&r);
     assert_eq!(stored.len(), 3);
     assert_eq!(stored[0], "a");
     assert!(stored[1].starts_with("sha256:"));

@@ -412,20 +412,7 @@ impl Writer {
         on_refusal: OnRefusal,
         reason: &str,
     ) {
-        match on_refusal {
-            OnRefusal::TellTheSender => {
-                self.metrics
-                    .inbox_rejections(RejectionReason::StorageFailed)
-                    .inc();
-                tracing::warn!(
-                    error = %reason,
-                    source = %row.source,
-                    "The database refused a message's data. Its sender is told that it cannot be stored."
-                );
-                let _ = answer.send(IntakeOutcome::Refused(Refusal::DataRejected {
-                    reason: reason.to_owned(),
-                }));
-            }
+        let (line, outcome) = match on_refusal {
             OnRefusal::StoreDead => {
                 // Counted once, as storage_failed, when the dead row is stored (or refused).
                 tracing::warn!(
@@ -439,21 +426,26 @@ impl Writer {
                     on_refusal: OnRefusal::NotStored,
                 };
                 Box::pin(self.write(vec![request])).await;
+                return;
             }
-            OnRefusal::NotStored => {
-                self.metrics
-                    .inbox_rejections(RejectionReason::StorageFailed)
-                    .inc();
-                tracing::warn!(
-                    error = %reason,
-                    source = %row.source,
-                    "The database refused the dead row of a message it had refused. The message is not acknowledged, and its broker delivers it again."
-                );
-                let _ = answer.send(IntakeOutcome::StorageFailed {
+            OnRefusal::TellTheSender => (
+                "The database refused a message's data. Its sender is told that it cannot be stored.",
+                IntakeOutcome::Refused(Refusal::DataRejected {
                     reason: reason.to_owned(),
-                });
-            }
-        }
+                }),
+            ),
+            OnRefusal::NotStored => (
+                "The database refused the dead row of a message it had refused. The message is not acknowledged, and its broker delivers it again.",
+                IntakeOutcome::StorageFailed {
+                    reason: reason.to_owned(),
+                },
+            ),
+        };
+        self.metrics
+            .inbox_rejections(RejectionReason::StorageFailed)
+            .inc();
+        tracing::warn!(error = %reason, source = %row.source, "{line}");
+        let _ = answer.send(outcome);
     }
 
     /// Counts and answers a committed batch, then wakes the relay when it has new work.

@@ -122,6 +122,22 @@ fn start(store: Arc<Memory>, settings: WriterSettings) -> Started {
     }
 }
 
+/// Starts a writer whose first batch (the row `k0` alone, sent by the returned task) waits in
+/// the store until `store.gate` is notified, so the rows queued meanwhile wait behind it.
+async fn start_with_the_first_batch_held(
+    store: &Arc<Memory>,
+    settings: WriterSettings,
+) -> (Started, Vec<tokio::task::JoinHandle<IntakeOutcome>>) {
+    *store.gated.lock().unwrap() = 1;
+    let s = start(Arc::clone(store), settings);
+    let first = send_all(&s.handle, ["k0".to_owned()]);
+    wait_until("the first batch", || {
+        store.batches.lock().unwrap().len() == 1
+    })
+    .await;
+    (s, first)
+}
+
 /// Spawns one `store` call per key.
 fn send_all(
     handle: &WriterHandle,
@@ -148,13 +164,7 @@ async fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 #[tokio::test]
 async fn batching_gathers_rows_that_wait_during_a_store_call_into_one_batch_and_answers_after_it() {
     let store = Arc::new(Memory::default());
-    *store.gated.lock().unwrap() = 1;
-    let s = start(Arc::clone(&store), WriterSettings::default());
-    let first = send_all(&s.handle, ["k0".to_owned()]);
-    wait_until("the first batch", || {
-        store.batches.lock().unwrap().len() == 1
-    })
-    .await;
+    let (s, first) = start_with_the_first_batch_held(&store, WriterSettings::default()).await;
     let rest = send_all(&s.handle, (1..20).map(|i| format!("k{i}")));
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(
@@ -174,17 +184,11 @@ async fn batching_gathers_rows_that_wait_during_a_store_call_into_one_batch_and_
 #[tokio::test]
 async fn batching_never_exceeds_max_batch() {
     let store = Arc::new(Memory::default());
-    *store.gated.lock().unwrap() = 1;
     let settings = WriterSettings {
         max_batch: 4,
         queue: 64,
     };
-    let s = start(Arc::clone(&store), settings);
-    let first = send_all(&s.handle, ["k0".to_owned()]);
-    wait_until("the first batch", || {
-        store.batches.lock().unwrap().len() == 1
-    })
-    .await;
+    let (s, first) = start_with_the_first_batch_held(&store, settings).await;
     let rest = send_all(&s.handle, (1..11).map(|i| format!("k{i}")));
     tokio::time::sleep(Duration::from_millis(50)).await;
     store.gate.notify_one();
@@ -224,17 +228,11 @@ async fn inb_65_a_group_is_stored_in_one_batch_and_takes_one_place_of_the_queue(
 #[tokio::test]
 async fn a_group_that_fits_in_a_batch_is_not_split_by_the_rows_queued_before_it() {
     let store = Arc::new(Memory::default());
-    *store.gated.lock().unwrap() = 1;
     let settings = WriterSettings {
         max_batch: 4,
         queue: 16,
     };
-    let s = start(Arc::clone(&store), settings);
-    let first = send_all(&s.handle, ["k0".to_owned()]);
-    wait_until("the first batch", || {
-        store.batches.lock().unwrap().len() == 1
-    })
-    .await;
+    let (s, first) = start_with_the_first_batch_held(&store, settings).await;
     // Queued while the first batch is with the store: two single rows, then a group of three
     // that would straddle a batch of four.
     let mut singles = Vec::new();
@@ -321,13 +319,7 @@ async fn inb_50_a_repeat_in_the_same_batch_or_later_is_a_duplicate_and_counted()
 async fn a_storage_failure_answers_every_caller_of_the_batch_with_a_redacted_reason() {
     let store = Arc::new(Memory::default());
     *store.fail.lock().unwrap() = true;
-    *store.gated.lock().unwrap() = 1;
-    let s = start(Arc::clone(&store), WriterSettings::default());
-    let first = send_all(&s.handle, ["k0".to_owned()]);
-    wait_until("the first batch", || {
-        store.batches.lock().unwrap().len() == 1
-    })
-    .await;
+    let (s, first) = start_with_the_first_batch_held(&store, WriterSettings::default()).await;
     let rest = send_all(&s.handle, ["k1", "k2"].map(str::to_owned));
     tokio::time::sleep(Duration::from_millis(20)).await;
     store.gate.notify_one();
@@ -363,13 +355,7 @@ async fn rly_14_a_stored_push_row_wakes_the_relay_and_a_pull_row_does_not() {
 #[tokio::test]
 async fn shutdown_stores_the_queued_rows_then_refuses_new_ones() {
     let store = Arc::new(Memory::default());
-    *store.gated.lock().unwrap() = 1;
-    let s = start(Arc::clone(&store), WriterSettings::default());
-    let first = send_all(&s.handle, ["k0".to_owned()]);
-    wait_until("the first batch", || {
-        store.batches.lock().unwrap().len() == 1
-    })
-    .await;
+    let (s, first) = start_with_the_first_batch_held(&store, WriterSettings::default()).await;
     let queued = send_all(&s.handle, ["k1", "k2"].map(str::to_owned));
     tokio::time::sleep(Duration::from_millis(20)).await;
     s.cancel.cancel();
@@ -388,17 +374,11 @@ async fn shutdown_stores_the_queued_rows_then_refuses_new_ones() {
 #[tokio::test]
 async fn a_full_queue_makes_the_caller_wait_instead_of_dropping_the_row() {
     let store = Arc::new(Memory::default());
-    *store.gated.lock().unwrap() = 1;
     let settings = WriterSettings {
         max_batch: 8,
         queue: 2,
     };
-    let s = start(Arc::clone(&store), settings);
-    let first = send_all(&s.handle, ["k0".to_owned()]);
-    wait_until("the first batch", || {
-        store.batches.lock().unwrap().len() == 1
-    })
-    .await;
+    let (s, first) = start_with_the_first_batch_held(&store, settings).await;
     let rest = send_all(&s.handle, (1..6).map(|i| format!("k{i}")));
     tokio::time::sleep(Duration::from_millis(20)).await;
     store.gate.notify_one();
