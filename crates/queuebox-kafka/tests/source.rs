@@ -262,7 +262,8 @@ async fn inb_66_a_rebalance_loses_nothing() {
 /// their outcomes (nothing more reaches the intake while they are open); readiness
 /// `kafka.<source>` is up while the consumer is subscribed to a reachable broker.
 #[tokio::test(flavor = "multi_thread")]
-async fn inb_64_a_poll_takes_at_most_max_poll_records_and_waits_for_their_outcomes() {
+async fn inb_64_inb_65_a_poll_takes_at_most_max_poll_records_as_one_group_and_waits_for_their_outcomes()
+ {
     let bootstrap = shared_bootstrap();
     let topic = TestTopic::create(&bootstrap, "maxpoll", 1);
     let group = unique("g-maxpoll");
@@ -290,5 +291,9 @@ async fn inb_64_a_poll_takes_at_most_max_poll_records_and_waits_for_their_outcom
     })
     .await;
     assert_eq!(intake.count(), 10);
+    // INB-65: each poll's records reach the intake as one group (one insert), never one by one.
+    let groups = intake.groups();
+    assert_eq!(groups.iter().sum::<usize>(), 10, "{groups:?}");
+    assert!(groups.iter().all(|n| (1..=3).contains(n)), "{groups:?}");
     running.stop().await;
 }

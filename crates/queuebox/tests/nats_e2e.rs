@@ -412,6 +412,67 @@ async fn inb_54_a_failing_insert_is_not_acknowledged_and_is_stored_once_after_re
     schema.drop().await;
 }
 
+/// INB-54 with a message PostgreSQL refuses (`\u0000` in a JSON string, which `jsonb` cannot
+/// hold; published by nats-py): it is stored `dead` in its place with U+FFFD for the character
+/// and acknowledged, the messages around it are stored as they were, and the consumer has
+/// nothing left. Before, the refusal was acknowledged with nothing stored.
+#[tokio::test(flavor = "multi_thread")]
+async fn inb_54_a_message_the_database_refuses_is_stored_dead_and_acknowledged() {
+    let url = shared_url();
+    let schema = TestSchema::create("nats_refused").await;
+    let stream = TestStream::create(&url, "e2erefused");
+    let service = Service::start(
+        "nats-refused",
+        &single_source_config(&schema, &url, &stream, ""),
+    );
+    py_publish(
+        &url,
+        &[
+            message(stream.subject("n"), r#"{"id":"m-0"}"#, &[]),
+            message(
+                stream.subject("n"),
+                r#"{"id":"m-1","note":"a\u0000b"}"#,
+                &[],
+            ),
+            message(stream.subject("n"), r#"{"id":"m-2"}"#, &[]),
+        ],
+    );
+    wait_count(
+        &schema,
+        "SELECT count(*) FROM inbox",
+        3,
+        Duration::from_secs(30),
+    )
+    .await;
+    let rows: Vec<(String, String, String, Option<String>)> = schema
+        .client()
+        .query(
+            "SELECT idempotency_key, state, payload::text, last_error FROM inbox ORDER BY idempotency_key",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    let states: Vec<(&str, &str)> = rows.iter().map(|r| (r.0.as_str(), r.1.as_str())).collect();
+    assert_eq!(
+        states,
+        [("m-0", "pending"), ("m-1", "dead"), ("m-2", "pending")]
+    );
+    assert_eq!(rows[1].2, "{\"id\": \"m-1\", \"note\": \"a\u{FFFD}b\"}");
+    let last_error = rows[1].3.as_deref().unwrap_or_default();
+    assert!(
+        last_error.starts_with("The database refused the message's data ("),
+        "{last_error}"
+    );
+    assert_eq!(service.stop(), Some(0));
+    let info = py(&url, &["consumer-info", &stream.name, "queuebox"]).remove(0);
+    assert_eq!(info["num_ack_pending"], 0, "{info}");
+    assert_eq!(info["num_pending"], 0, "{info}");
+    schema.drop().await;
+}
+
 /// Issue 10 crash test (quality.md "during a broker intake"): `kill -9` in the middle of a
 /// stream of 10,000 messages, then a restart: the inbox holds every message exactly once,
 /// because JetStream redelivers what was not acknowledged.

@@ -20,6 +20,8 @@ pub struct ScriptedIntake {
     seen: Mutex<Vec<ReceivedMessage>>,
     /// How many times each body was submitted.
     deliveries: Mutex<HashMap<Vec<u8>, usize>>,
+    /// The size of each group submitted together (`submit_all`), in order.
+    groups: Mutex<Vec<usize>>,
     rule: Box<Rule>,
     /// When set, each answer waits for one permit.
     gate: Option<Arc<Semaphore>>,
@@ -34,6 +36,7 @@ impl ScriptedIntake {
         Arc::new(Self {
             seen: Mutex::new(Vec::new()),
             deliveries: Mutex::new(HashMap::new()),
+            groups: Mutex::new(Vec::new()),
             rule: Box::new(rule),
             gate: None,
         })
@@ -50,6 +53,7 @@ impl ScriptedIntake {
         let intake = Arc::new(Self {
             seen: Mutex::new(Vec::new()),
             deliveries: Mutex::new(HashMap::new()),
+            groups: Mutex::new(Vec::new()),
             rule: Box::new(store_once),
             gate: Some(Arc::clone(&gate)),
         });
@@ -69,6 +73,12 @@ impl ScriptedIntake {
 
     pub fn count(&self) -> usize {
         self.seen.lock().unwrap().len()
+    }
+
+    /// The size of each group submitted together, in order; empty when the source submitted
+    /// every message on its own.
+    pub fn groups(&self) -> Vec<usize> {
+        self.groups.lock().unwrap().clone()
     }
 
     pub fn deliveries_of(&self, body: &str) -> usize {
@@ -118,5 +128,14 @@ impl Intake for ScriptedIntake {
             }
         });
         PendingOutcome::waiting(wait)
+    }
+
+    async fn enqueue_all(&self, messages: Vec<ReceivedMessage>) -> Vec<PendingOutcome> {
+        self.groups.lock().unwrap().push(messages.len());
+        let mut pending = Vec::with_capacity(messages.len());
+        for message in messages {
+            pending.push(self.enqueue(message).await);
+        }
+        pending
     }
 }
